@@ -1,1 +1,10 @@
-//! placeholder
+//! Pure domain of selfhost: no I/O and no Kubernetes client.
+//!
+//! Everything here is a function over owned data, so that the engine's decisions, the
+//! manifests it writes and the policies it enforces can be tested table-driven.
+
+pub mod component;
+pub mod version;
+
+pub use component::Component;
+pub use version::KubeVersion;

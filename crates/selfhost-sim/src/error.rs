@@ -1,0 +1,242 @@
+//! API errors as the real kube-apiserver reports them: a `metav1.Status` with the exact
+//! `reason`, `code`, `details` and message wording (kube-rs matches on `reason`).
+
+use serde_json::{Value, json};
+
+use crate::resources::ResourceType;
+
+/// An error response of the simulated API server.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// Machine-readable reason (`NotFound`, `Conflict`, ...).
+    pub reason: String,
+    /// Human-readable message, worded as the real apiserver words it.
+    pub message: String,
+    /// `details` of the Status, if any.
+    pub details: Option<Value>,
+    /// Seconds for a `Retry-After` header (429/503).
+    pub retry_after: Option<u64>,
+}
+
+fn details(rt: &ResourceType, name: &str) -> Value {
+    json!({ "name": name, "group": rt.group, "kind": rt.plural })
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    /// 404 `daemonsets.apps "x" not found`.
+    pub fn not_found(rt: &ResourceType, name: &str) -> Self {
+        ApiError {
+            details: Some(details(rt, name)),
+            ..Self::new(
+                404,
+                "NotFound",
+                format!("{} \"{name}\" not found", rt.qualified()),
+            )
+        }
+    }
+
+    /// 404 for a URL that names no served resource.
+    pub fn no_route(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    /// 409 `daemonsets.apps "x" already exists`.
+    pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
+        ApiError {
+            details: Some(details(rt, name)),
+            ..Self::new(
+                409,
+                "AlreadyExists",
+                format!("{} \"{name}\" already exists", rt.qualified()),
+            )
+        }
+    }
+
+    /// 409 Conflict for a stale resourceVersion or a failed precondition.
+    pub fn conflict(rt: &ResourceType, name: &str, why: &str) -> Self {
+        ApiError {
+            details: Some(details(rt, name)),
+            ..Self::new(
+                409,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                    rt.qualified()
+                ),
+            )
+        }
+    }
+
+    /// The standard Conflict sentence for a stale resourceVersion.
+    pub fn stale(rt: &ResourceType, name: &str) -> Self {
+        Self::conflict(
+            rt,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 422 Invalid with field causes: each `(field, cause type, message)`, e.g.
+    /// `("spec.selector", "FieldValueInvalid", "field is immutable")`.
+    pub fn invalid(rt: &ResourceType, name: &str, causes: &[(String, String, String)]) -> Self {
+        let text: Vec<String> = causes.iter().map(|(f, _, m)| format!("{f}: {m}")).collect();
+        let message = format!(
+            "{} \"{name}\" is invalid: {}",
+            rt.kind,
+            if text.len() == 1 {
+                text[0].clone()
+            } else {
+                format!("[{}]", text.join(", "))
+            }
+        );
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|(f, t, m)| json!({ "reason": t, "message": m, "field": f }))
+            .collect();
+        ApiError {
+            details: Some(
+                json!({ "name": name, "group": rt.group, "kind": rt.kind, "causes": causes }),
+            ),
+            ..Self::new(422, "Invalid", message)
+        }
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/apply-patch+yaml, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+            ),
+        )
+    }
+
+    /// 410 Expired: a watch or list continue token from a resourceVersion that is too old.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 403 Forbidden.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 429 TooManyRequests with a Retry-After.
+    pub fn too_many_requests(retry_after: u64) -> Self {
+        ApiError {
+            retry_after: Some(retry_after),
+            ..Self::new(
+                429,
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later",
+            )
+        }
+    }
+
+    /// 503 ServiceUnavailable.
+    pub fn service_unavailable(retry_after: Option<u64>) -> Self {
+        ApiError {
+            retry_after,
+            ..Self::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            )
+        }
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {}", message.into()),
+        )
+    }
+
+    /// The `metav1.Status` body of this error.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            status["details"] = d.clone();
+        }
+        if let Some(secs) = self.retry_after {
+            let d = status["details"].as_object().cloned().unwrap_or_default();
+            let mut d = Value::Object(d);
+            d["retryAfterSeconds"] = json!(secs);
+            status["details"] = d;
+        }
+        status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{DAEMONSETS, PODS};
+
+    #[test]
+    fn messages_match_the_real_apiserver() {
+        assert_eq!(
+            ApiError::not_found(&DAEMONSETS, "x").message,
+            "daemonsets.apps \"x\" not found"
+        );
+        assert_eq!(
+            ApiError::not_found(&PODS, "p").message,
+            "pods \"p\" not found"
+        );
+        assert_eq!(
+            ApiError::already_exists(&DAEMONSETS, "x").message,
+            "daemonsets.apps \"x\" already exists"
+        );
+        assert_eq!(
+            ApiError::stale(&DAEMONSETS, "x").message,
+            "Operation cannot be fulfilled on daemonsets.apps \"x\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        let s = ApiError::not_found(&DAEMONSETS, "x").to_status();
+        assert_eq!(s["reason"], "NotFound");
+        assert_eq!(s["details"]["kind"], "daemonsets");
+        assert_eq!(s["details"]["group"], "apps");
+    }
+}
