@@ -3,7 +3,13 @@
 //! Everything here is a function over owned data, so that the engine's decisions, the
 //! manifests it writes and the policies it enforces can be tested table-driven.
 
+pub mod backup;
 pub mod component;
+pub mod config;
+pub mod control_plane;
+pub mod daemonset;
+pub mod render;
+pub mod skew;
 pub mod version;
 
 pub use component::Component;

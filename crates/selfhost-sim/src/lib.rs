@@ -5,8 +5,14 @@
 //! engine is tested against, and it must behave like Kubernetes, not like what the engine
 //! expects.
 
+pub mod discovery;
 pub mod error;
 pub mod resources;
+pub mod selector;
+pub mod strategic;
+pub mod table;
+pub mod tls;
+pub mod validation;
 
 pub use error::ApiError;
 pub use resources::ResourceType;
