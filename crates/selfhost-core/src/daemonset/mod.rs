@@ -131,4 +131,4 @@ pub fn build_daemonset(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
