@@ -5,6 +5,7 @@
 //! engine is tested against, and it must behave like Kubernetes, not like what the engine
 //! expects.
 
+pub mod controllers;
 pub mod defaults;
 pub mod discovery;
 pub mod error;

@@ -1,0 +1,1 @@
+//! Controllers and kubelets of the simulated cluster (being written).
