@@ -8,6 +8,7 @@
 
 mod field;
 mod label;
+mod parse;
 
 pub use field::{FieldRequirement, FieldSelector, selectable_fields};
 pub use label::{LabelSelector, Operator, Requirement};
