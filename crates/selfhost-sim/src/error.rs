@@ -57,6 +57,18 @@ impl ApiError {
         )
     }
 
+    /// 404 for a path the server does not serve, worded as the apiserver words it.
+    pub fn not_found_plain() -> Self {
+        ApiError {
+            details: Some(json!({})),
+            ..Self::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+        }
+    }
+
     /// 409 `daemonsets.apps "x" already exists`.
     pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
         ApiError {
@@ -118,6 +130,23 @@ impl ApiError {
         }
     }
 
+    /// 422 for invalid request options (`PatchOptions`, `DeleteOptions`): `PatchOptions.meta.k8s.io ""
+    /// is invalid: fieldManager: Required value: is required for apply patch`.
+    pub fn invalid_options(kind: &str, field: &str, cause: &str, message: &str) -> Self {
+        ApiError {
+            details: Some(json!({
+                "group": "meta.k8s.io",
+                "kind": kind,
+                "causes": [{ "reason": cause, "message": message, "field": field }],
+            })),
+            ..Self::new(
+                422,
+                "Invalid",
+                format!("{kind}.meta.k8s.io \"\" is invalid: {field}: {message}"),
+            )
+        }
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
@@ -147,6 +176,72 @@ impl ApiError {
     /// 403 Forbidden.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)
+    }
+
+    /// 403 `namespaces "default" is forbidden: <why>` about one object.
+    pub fn forbidden_object(rt: &ResourceType, name: &str, why: &str) -> Self {
+        ApiError {
+            details: Some(details(rt, name)),
+            ..Self::new(
+                403,
+                "Forbidden",
+                format!("{} \"{name}\" is forbidden: {why}", rt.qualified()),
+            )
+        }
+    }
+
+    /// 403 from the namespace lifecycle admission: no new content in a terminating namespace.
+    pub fn forbidden_in_terminating_namespace(
+        rt: &ResourceType,
+        name: &str,
+        namespace: &str,
+    ) -> Self {
+        let mut err = Self::forbidden_object(
+            rt,
+            name,
+            &format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+        );
+        if let Some(d) = err.details.as_mut() {
+            d["causes"] = json!([{
+                "reason": "NamespaceTerminating",
+                "message": format!("namespace {namespace} is being terminated"),
+                "field": "metadata.namespace",
+            }]);
+        }
+        err
+    }
+
+    /// 409 Conflict for a failed delete precondition, worded as the storage layer words it.
+    pub fn precondition_failed(rt: &ResourceType, namespace: &str, name: &str, why: &str) -> Self {
+        let key = if namespace.is_empty() {
+            format!("/registry/{}/{name}", rt.plural)
+        } else {
+            format!("/registry/{}/{namespace}/{name}", rt.plural)
+        };
+        Self::conflict(
+            rt,
+            name,
+            &format!(
+                "StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}"
+            ),
+        )
+    }
+
+    /// 504 Timeout for a list or watch from a resourceVersion the server has not reached.
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        ApiError {
+            details: Some(json!({
+                "causes": [{ "reason": "ResourceVersionTooLarge", "message": "Too large resource version" }],
+                "retryAfterSeconds": 1,
+            })),
+            ..Self::new(
+                504,
+                "Timeout",
+                format!("Too large resource version: {requested}, current: {current}"),
+            )
+        }
     }
 
     /// 401 Unauthorized.

@@ -5,16 +5,29 @@
 //! engine is tested against, and it must behave like Kubernetes, not like what the engine
 //! expects.
 
+mod api;
 pub mod controllers;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
+pub mod faults;
+pub mod gc;
+pub mod kubeconfig;
+pub mod metrics;
 pub mod resources;
 pub mod selector;
+pub mod server;
+pub mod store;
 pub mod strategic;
 pub mod table;
 pub mod tls;
 pub mod validation;
 
+pub use api::{ApiConfig, Verb};
 pub use error::ApiError;
+pub use faults::{FaultAction, FaultId, Faults, RequestMatcher};
+pub use gc::GarbageCollector;
+pub use metrics::Metrics;
 pub use resources::ResourceType;
+pub use server::{SimError, SimServer, SimServerOptions};
+pub use store::Store;

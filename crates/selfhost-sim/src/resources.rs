@@ -25,6 +25,9 @@ pub struct ResourceType {
     pub short_names: &'static [&'static str],
     /// Discovery categories (`all` makes `kubectl get all` include it).
     pub categories: &'static [&'static str],
+    /// Whether an update of a missing object creates it (leases and events, as in the real
+    /// registry; every other type answers 404).
+    pub allow_create_on_update: bool,
 }
 
 impl ResourceType {
@@ -56,6 +59,8 @@ impl ResourceType {
     }
 }
 
+// One positional argument per column keeps the constants below readable as a table.
+#[allow(clippy::too_many_arguments)]
 const fn rt(
     group: &'static str,
     plural: &'static str,
@@ -80,6 +85,7 @@ const fn rt(
         has_generation,
         short_names,
         categories,
+        allow_create_on_update: false,
     }
 }
 
@@ -149,18 +155,21 @@ pub const SECRETS: ResourceType = rt(
     &[],
 );
 /// Events (core/v1).
-pub const EVENTS: ResourceType = rt(
-    "",
-    "events",
-    "event",
-    "Event",
-    "EventList",
-    true,
-    false,
-    false,
-    &["ev"],
-    &[],
-);
+pub const EVENTS: ResourceType = ResourceType {
+    allow_create_on_update: true,
+    ..rt(
+        "",
+        "events",
+        "event",
+        "Event",
+        "EventList",
+        true,
+        false,
+        false,
+        &["ev"],
+        &[],
+    )
+};
 /// ServiceAccounts.
 pub const SERVICEACCOUNTS: ResourceType = rt(
     "",
@@ -201,18 +210,21 @@ pub const CONTROLLERREVISIONS: ResourceType = rt(
     &[],
 );
 /// Leases.
-pub const LEASES: ResourceType = rt(
-    "coordination.k8s.io",
-    "leases",
-    "lease",
-    "Lease",
-    "LeaseList",
-    true,
-    false,
-    false,
-    &[],
-    &[],
-);
+pub const LEASES: ResourceType = ResourceType {
+    allow_create_on_update: true,
+    ..rt(
+        "coordination.k8s.io",
+        "leases",
+        "lease",
+        "Lease",
+        "LeaseList",
+        true,
+        false,
+        false,
+        &[],
+        &[],
+    )
+};
 
 /// Every served resource type, in discovery order.
 pub const ALL: &[ResourceType] = &[

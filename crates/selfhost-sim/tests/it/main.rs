@@ -1,5 +1,8 @@
 //! Integration tests of the simulated API server: conformance through kube-rs, and kubectl as an independent real client.
 
+// Tests state their expectations with unwrap/expect: a failure is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod conformance;
 mod kubectl;

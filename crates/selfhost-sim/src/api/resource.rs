@@ -1,0 +1,196 @@
+//! Handlers of the resource verbs: get, list, create, update, delete, deletecollection (watch
+//! and patch have their own modules).
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use bytes::Bytes;
+use http::HeaderMap;
+use serde_json::{Value, json};
+
+use super::path::{ResourceRequest, Verb};
+use super::query::Query;
+use super::{AppState, patch, respond, watch};
+use crate::error::ApiError;
+use crate::resources;
+use crate::store::{Deletion, ListOptions, Subresource, meta};
+
+/// The parts of a request the handlers read.
+pub(crate) struct Call<'a> {
+    pub(crate) app: &'a AppState,
+    pub(crate) req: ResourceRequest,
+    pub(crate) query: Query,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+impl Call<'_> {
+    pub(crate) fn namespace(&self) -> &str {
+        self.req.namespace.as_deref().unwrap_or("")
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.req.name.as_deref().unwrap_or("")
+    }
+
+    pub(crate) fn subresource(&self) -> Subresource {
+        match self.req.subresource.as_deref() {
+            Some("status") => Subresource::Status,
+            _ => Subresource::Main,
+        }
+    }
+
+    pub(crate) fn user_agent(&self) -> Option<&str> {
+        self.headers
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Decodes a JSON request body into an object.
+pub(crate) fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "couldn't get version/kind; json parse error: expected an object",
+        ));
+    }
+    Ok(v)
+}
+
+/// Serves a resource request.
+pub(crate) async fn serve(call: Call<'_>) -> Response {
+    let result = match call.req.verb {
+        Verb::Get => get(&call),
+        Verb::List => list(&call),
+        Verb::Watch => return watch::serve(&call),
+        Verb::Create => create(&call),
+        Verb::Update => update(&call),
+        Verb::Patch => patch::serve(&call),
+        Verb::Delete => delete(&call),
+        Verb::DeleteCollection => delete_collection(&call),
+    };
+    result.unwrap_or_else(|e| respond::error(&e))
+}
+
+fn get(call: &Call<'_>) -> Result<Response, ApiError> {
+    let rt = &call.req.resource;
+    let obj = call.app.store.get(rt, call.namespace(), call.name())?;
+    if respond::wants_table(call.headers) {
+        let rv = meta::resource_version(&obj)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        let include = call.query.get("includeObject").unwrap_or("Metadata");
+        return Ok(respond::table(rt, &[obj], rv, None, include));
+    }
+    Ok(respond::json(200, &*obj))
+}
+
+fn list(call: &Call<'_>) -> Result<Response, ApiError> {
+    let rt = &call.req.resource;
+    let filter = call.query.filter(rt)?;
+    let list = call.app.store.list(
+        rt,
+        &ListOptions {
+            namespace: call.req.namespace.as_deref(),
+            filter: filter.as_deref(),
+            limit: call.query.number("limit")?,
+            continue_token: call.query.get("continue"),
+            resource_version: call.query.get("resourceVersion"),
+            resource_version_match: call.query.get("resourceVersionMatch"),
+        },
+    )?;
+    if respond::wants_table(call.headers) {
+        let include = call.query.get("includeObject").unwrap_or("Metadata");
+        return Ok(respond::table(
+            rt,
+            &list.items,
+            list.resource_version,
+            list.continue_token.as_deref(),
+            include,
+        ));
+    }
+    Ok(respond::list(rt, &list))
+}
+
+fn create(call: &Call<'_>) -> Result<Response, ApiError> {
+    let rt = &call.req.resource;
+    let obj = decode_object(&call.body)?;
+    let opts = call.query.write_options(call.user_agent())?;
+    let created = call.app.store.create(rt, call.namespace(), obj, &opts)?;
+    Ok(respond::json(201, &*created))
+}
+
+fn update(call: &Call<'_>) -> Result<Response, ApiError> {
+    let rt = &call.req.resource;
+    let obj = decode_object(&call.body)?;
+    let opts = call.query.write_options(call.user_agent())?;
+    if call.req.subresource.as_deref() == Some("finalize") {
+        // Namespaces: only spec.finalizers change through /finalize.
+        let finalizers = obj
+            .get("spec")
+            .and_then(|s| s.get("finalizers"))
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        let written =
+            call.app
+                .store
+                .modify(rt, "", call.name(), Subresource::Status, &opts, |cur| {
+                    let mut new = cur.clone();
+                    new["spec"]["finalizers"] = finalizers;
+                    Ok(new)
+                });
+        return written.map(|w| respond::json(200, &*w.object));
+    }
+    let written = call.app.store.update(
+        rt,
+        call.namespace(),
+        call.name(),
+        obj,
+        call.subresource(),
+        &opts,
+    )?;
+    Ok(respond::json(
+        if written.created { 201 } else { 200 },
+        &*written.object,
+    ))
+}
+
+/// The response to a delete: the object while deletion is pending, and for pods always; a
+/// `Status` when the object is gone.
+pub(crate) fn deletion_response(rt: &resources::ResourceType, deletion: &Deletion) -> Response {
+    match deletion {
+        Deletion::Pending(obj) => respond::json(200, &**obj),
+        Deletion::Deleted(obj) if *rt == resources::PODS => respond::json(200, &**obj),
+        Deletion::Deleted(obj) => respond::json(200, &respond::deleted_status(rt, obj)),
+    }
+}
+
+fn delete(call: &Call<'_>) -> Result<Response, ApiError> {
+    let rt = &call.req.resource;
+    let opts = call.query.delete_options(&call.body)?;
+    let deletion = call
+        .app
+        .store
+        .delete(rt, call.namespace(), call.name(), &opts)?;
+    Ok(deletion_response(rt, &deletion))
+}
+
+fn delete_collection(call: &Call<'_>) -> Result<Response, ApiError> {
+    let rt = &call.req.resource;
+    let filter = call.query.filter(rt)?;
+    let opts = call.query.delete_options(&call.body)?;
+    let deletions = call.app.store.delete_collection(
+        rt,
+        &ListOptions {
+            namespace: call.req.namespace.as_deref(),
+            filter: filter.as_deref(),
+            ..ListOptions::default()
+        },
+        &opts,
+    )?;
+    let items: Vec<Arc<Value>> = deletions.iter().map(|d| d.object().clone()).collect();
+    Ok(respond::plain_list(rt, &items, call.app.store.revision()))
+}

@@ -1,0 +1,193 @@
+//! Response bodies: objects, lists, Status errors and Tables, with the content types the
+//! apiserver uses.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::response::Response;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::resources::ResourceType;
+use crate::store::ObjectList;
+
+/// Content type of a Table response.
+pub(crate) const TABLE_CONTENT_TYPE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+fn status_code(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// A JSON response with the given status and content type.
+pub(crate) fn json_bytes(code: u16, body: Vec<u8>, content_type: &str) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = status_code(code);
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+/// A JSON response.
+pub(crate) fn json<T: Serialize + ?Sized>(code: u16, body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => json_bytes(code, bytes, "application/json"),
+        Err(e) => error(&ApiError::internal(format!("encoding the response: {e}"))),
+    }
+}
+
+/// A `metav1.Status` error response, with `Retry-After` for 429/503.
+pub(crate) fn error(err: &ApiError) -> Response {
+    let mut resp = json_bytes(
+        err.code,
+        serde_json::to_vec(&err.to_status()).unwrap_or_default(),
+        "application/json",
+    );
+    if let Some(secs) = err.retry_after
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+/// A plain-text response (health endpoints).
+pub(crate) fn text(code: u16, body: String) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = status_code(code);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
+/// Whether the client asked for a Table (`kubectl get`).
+pub(crate) fn wants_table(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .next()
+        .is_some_and(|first| first.replace(' ', "").contains("as=Table"))
+}
+
+#[derive(Serialize)]
+struct ListBody<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    metadata: Value,
+    items: Vec<&'a Value>,
+}
+
+/// The body of a list: `{"kind":"PodList","apiVersion":"v1","metadata":{...},"items":[...]}`.
+pub(crate) fn list(rt: &ResourceType, list: &ObjectList) -> Response {
+    let mut metadata = json!({ "resourceVersion": list.resource_version.to_string() });
+    if let Some(c) = &list.continue_token {
+        metadata["continue"] = json!(c);
+    }
+    if let Some(n) = list.remaining_item_count {
+        metadata["remainingItemCount"] = json!(n);
+    }
+    json(
+        200,
+        &ListBody {
+            kind: rt.list_kind,
+            api_version: rt.api_version(),
+            metadata,
+            items: list.items.iter().map(|i| &**i).collect(),
+        },
+    )
+}
+
+/// A list of items built from arbitrary objects (deletecollection's answer).
+pub(crate) fn plain_list(
+    rt: &ResourceType,
+    items: &[Arc<Value>],
+    resource_version: u64,
+) -> Response {
+    json(
+        200,
+        &ListBody {
+            kind: rt.list_kind,
+            api_version: rt.api_version(),
+            metadata: json!({ "resourceVersion": resource_version.to_string() }),
+            items: items.iter().map(|i| &**i).collect(),
+        },
+    )
+}
+
+/// A Table of objects for `kubectl get`.
+pub(crate) fn table(
+    rt: &ResourceType,
+    items: &[Arc<Value>],
+    resource_version: u64,
+    continue_token: Option<&str>,
+    include_object: &str,
+) -> Response {
+    let owned: Vec<Value> = items.iter().map(|i| (**i).clone()).collect();
+    let mut table = table_placeholder(rt, &owned, &resource_version.to_string(), include_object);
+    if let Some(token) = continue_token {
+        // Tables page like lists: the token rides in their metadata.
+        table["metadata"]["continue"] = json!(token);
+    }
+    match serde_json::to_vec(&table) {
+        Ok(bytes) => json_bytes(200, bytes, TABLE_CONTENT_TYPE),
+        Err(e) => error(&ApiError::internal(format!("encoding the table: {e}"))),
+    }
+}
+
+// Until the table module lands, kubectl's fallback (a list) is served.
+fn table_placeholder(rt: &ResourceType, items: &[Value], rv: &str, _include: &str) -> Value {
+    json!({"kind": rt.list_kind, "apiVersion": rt.api_version(), "metadata": {"resourceVersion": rv}, "items": items})
+}
+
+/// The `Status` of an immediate deletion.
+pub(crate) fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {
+            "name": crate::store::meta::name(obj),
+            "group": rt.group,
+            "kind": rt.plural,
+            "uid": crate::store::meta::uid(obj),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_first_choice_of_table_gets_a_table() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            ),
+        );
+        assert!(wants_table(&h));
+        h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        assert!(!wants_table(&h));
+    }
+
+    #[test]
+    fn errors_carry_retry_after() {
+        let r = error(&ApiError::too_many_requests(3));
+        assert_eq!(r.status(), 429);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "3");
+    }
+}

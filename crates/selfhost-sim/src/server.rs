@@ -1,0 +1,519 @@
+//! The simulated apiserver as a process-like thing: it listens on a port, writes a
+//! kubeconfig, and can crash (listener closed, every connection cut) and restart on the
+//! same port, the way a kube-apiserver pod dies and comes back.
+//!
+//! The accept loop is our own (not `axum::serve`) so that a crash really cuts keep-alive
+//! connections and watch streams, and so a fault can reset a connection without answering.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use crate::api::{self, ApiConfig, AppState, Query, system::Control};
+use crate::error::ApiError;
+use crate::faults::{Faults, RequestFacts};
+use crate::gc::GarbageCollector;
+use crate::kubeconfig::{self, Endpoint};
+use crate::metrics::Metrics;
+use crate::store::{Store, StoreOptions};
+
+/// Why the simulator could not start or restart.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The port could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The kubeconfig could not be written.
+    #[error("cannot write the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// Where it was written.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The kubeconfig could not be rendered or read back.
+    #[error("invalid kubeconfig: {0}")]
+    KubeconfigFormat(String),
+    /// A kube client could not be built from the kubeconfig.
+    #[error("cannot build a client for the simulator: {0}")]
+    Client(String),
+    /// The TLS identity could not be minted.
+    #[error("cannot create the TLS identity: {0}")]
+    Tls(String),
+}
+
+/// How to start a simulated apiserver.
+#[derive(Debug, Clone)]
+pub struct SimServerOptions {
+    /// Address to listen on (127.0.0.1 by default).
+    pub address: IpAddr,
+    /// Port; 0 picks a free one (kept across restarts).
+    pub port: u16,
+    /// Serve HTTPS with a freshly minted CA and require a bearer token.
+    pub tls: bool,
+    /// `gitVersion` reported by `/version`.
+    pub git_version: String,
+    /// Sizing of the store.
+    pub store: StoreOptions,
+    /// Watch timings.
+    pub api: ApiConfig,
+    /// Whether the garbage collector runs from the start.
+    pub garbage_collector: bool,
+    /// Where to write the kubeconfig; a temporary directory removed on shutdown by default.
+    pub kubeconfig_path: Option<PathBuf>,
+    /// The default namespace of the kubeconfig's context.
+    pub namespace: String,
+}
+
+impl Default for SimServerOptions {
+    fn default() -> Self {
+        SimServerOptions {
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            tls: false,
+            git_version: "v1.33.2".into(),
+            store: StoreOptions::default(),
+            api: ApiConfig::default(),
+            garbage_collector: true,
+            kubeconfig_path: None,
+            namespace: "default".into(),
+        }
+    }
+}
+
+struct Running {
+    crash: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// Shared by the server handle, its accept loop and the down-for fault.
+struct Core {
+    addr: SocketAddr,
+    store: Store,
+    faults: Faults,
+    metrics: Metrics,
+    control: Arc<Control>,
+    config: ApiConfig,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    token: Option<String>,
+    running: Mutex<Option<Running>>,
+}
+
+impl Core {
+    fn running(&self) -> MutexGuard<'_, Option<Running>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Binds the port (retrying briefly while the old socket lets go) and starts serving.
+    async fn listen(self: &Arc<Self>) -> Result<(), SimError> {
+        let mut attempt = 0;
+        let listener = loop {
+            match TcpListener::bind(self.addr).await {
+                Ok(l) => break l,
+                Err(e) if attempt < 50 && e.kind() == io::ErrorKind::AddrInUse => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(source) => {
+                    return Err(SimError::Bind {
+                        addr: self.addr,
+                        source,
+                    });
+                }
+            }
+        };
+        self.serve(listener);
+        Ok(())
+    }
+
+    fn serve(self: &Arc<Self>, listener: TcpListener) {
+        let crash = CancellationToken::new();
+        let router = api::router(AppState {
+            store: self.store.clone(),
+            faults: self.faults.clone(),
+            control: self.control.clone(),
+            crash: crash.clone(),
+            config: self.config,
+        });
+        let task = tokio::spawn(accept_loop(listener, self.clone(), router, crash.clone()));
+        if let Some(old) = self.running().replace(Running { crash, task }) {
+            old.crash.cancel();
+        }
+    }
+
+    /// Closes the listener and cuts every connection; returns once they are gone.
+    async fn crash(&self) {
+        let running = self.running().take();
+        if let Some(r) = running {
+            r.crash.cancel();
+            let _ = r.task.await;
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    core: Arc<Core>,
+    router: Router,
+    crash: CancellationToken,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            biased;
+            _ = crash.cancelled() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((socket, _)) => {
+                    let _ = socket.set_nodelay(true);
+                    let core = core.clone();
+                    let router = router.clone();
+                    connections.spawn(async move {
+                        match core.tls.clone() {
+                            Some(acceptor) => match acceptor.accept(socket).await {
+                                Ok(tls) => serve_connection(tls, core, router).await,
+                                Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            },
+                            None => serve_connection(socket, core, router).await,
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+        }
+    }
+    drop(listener);
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+}
+
+async fn serve_connection<S>(io: S, core: Arc<Core>, router: Router)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let core = core.clone();
+        let router = router.clone();
+        async move { handle(&core, router, req).await }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    if let Err(e) = builder.serve_connection(TokioIo::new(io), service).await {
+        tracing::trace!(error = %e, "connection ended");
+    }
+}
+
+/// Paths anyone may read without a token (the apiserver's public-info-viewer role).
+fn is_public(path: &str) -> bool {
+    ["/healthz", "/livez", "/readyz", "/version"]
+        .iter()
+        .any(|p| path == *p || path.starts_with(&format!("{p}/")))
+}
+
+/// Counts, authenticates and applies faults, then routes. An `Err` makes hyper close the
+/// connection without an answer (the "connection reset" fault).
+async fn handle(
+    core: &Core,
+    router: Router,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, io::Error> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = Query::parse(req.uri().query().unwrap_or(""));
+    let (verb, resource) = match api::path::parse(&method, &path, &query) {
+        Ok(api::path::ApiPath::Resource(r)) => (Some(r.verb), Some(r.resource_name())),
+        _ => (None, None),
+    };
+    match (verb, &resource) {
+        (Some(v), Some(r)) => core.metrics.record(v.as_str(), r),
+        _ => core
+            .metrics
+            .record(&method.as_str().to_ascii_lowercase(), &path),
+    }
+    if let Some(token) = &core.token
+        && !is_public(&path)
+    {
+        let expected = format!("Bearer {token}");
+        let given = req
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if given != Some(expected.as_str()) {
+            return Ok(api::error_response(&ApiError::unauthorized()));
+        }
+    }
+    let decision = core.faults.decide(&RequestFacts {
+        method: &method,
+        path: &path,
+        verb,
+        resource: resource.as_deref(),
+    });
+    if !decision.delay.is_zero() {
+        tokio::time::sleep(decision.delay).await;
+    }
+    if decision.reset {
+        return Err(io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "injected connection reset",
+        ));
+    }
+    if let Some(err) = decision.error {
+        return Ok(api::error_response(&err));
+    }
+    let response: Result<Response<Body>, Infallible> = router.oneshot(req).await;
+    Ok(response.unwrap_or_else(|never| match never {}))
+}
+
+/// A running simulated apiserver.
+pub struct SimServer {
+    core: Arc<Core>,
+    endpoint: Endpoint,
+    kubeconfig_path: PathBuf,
+    kubeconfig_yaml: String,
+    _kubeconfig_dir: Option<tempfile::TempDir>,
+    client: kube::Client,
+    gc: GarbageCollector,
+}
+
+impl std::fmt::Debug for SimServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimServer")
+            .field("endpoint", &self.endpoint)
+            .field("kubeconfig", &self.kubeconfig_path)
+            .finish()
+    }
+}
+
+impl SimServer {
+    /// Starts a simulator: binds the port, writes the kubeconfig, builds a client and starts
+    /// the garbage collector.
+    pub async fn start(options: SimServerOptions) -> Result<SimServer, SimError> {
+        let requested = SocketAddr::new(options.address, options.port);
+        let listener = TcpListener::bind(requested)
+            .await
+            .map_err(|source| SimError::Bind {
+                addr: requested,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SimError::Bind {
+            addr: requested,
+            source,
+        })?;
+        let (tls, endpoint) = tls_identity(options.tls, addr)?;
+        let store = Store::new(options.store);
+        let core = Arc::new(Core {
+            addr,
+            store: store.clone(),
+            faults: Faults::default(),
+            metrics: Metrics::default(),
+            control: Arc::new(Control::new(&options.git_version)),
+            config: options.api,
+            tls,
+            token: endpoint.token.clone(),
+            running: Mutex::new(None),
+        });
+        core.serve(listener);
+        let weak: Weak<Core> = Arc::downgrade(&core);
+        core.faults.set_down_hook(Arc::new(move |duration| {
+            let weak = weak.clone();
+            tokio::spawn(async move {
+                let Some(core) = weak.upgrade() else { return };
+                core.crash().await;
+                tokio::time::sleep(duration).await;
+                if let Err(e) = core.listen().await {
+                    tracing::error!(error = %e, "the simulated apiserver could not come back");
+                }
+            });
+        }));
+
+        let kubeconfig_yaml = kubeconfig::render(&endpoint, &options.namespace)
+            .map_err(|e| SimError::KubeconfigFormat(e.to_string()))?;
+        let (dir, kubeconfig_path) = match options.kubeconfig_path {
+            Some(p) => (None, p),
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("selfhost-sim-")
+                    .tempdir()
+                    .map_err(|source| SimError::Kubeconfig {
+                        path: std::env::temp_dir(),
+                        source,
+                    })?;
+                let path = dir.path().join("kubeconfig");
+                (Some(dir), path)
+            }
+        };
+        kubeconfig::write(&kubeconfig_path, &kubeconfig_yaml).map_err(|source| {
+            SimError::Kubeconfig {
+                path: kubeconfig_path.clone(),
+                source,
+            }
+        })?;
+        let client = client_for(&kubeconfig_yaml).await?;
+        let gc = GarbageCollector::spawn(store, options.garbage_collector);
+        Ok(SimServer {
+            core,
+            endpoint,
+            kubeconfig_path,
+            kubeconfig_yaml,
+            _kubeconfig_dir: dir,
+            client,
+            gc,
+        })
+    }
+
+    /// A kube client configured from the kubeconfig (default settings, retries included).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// Builds a new client from the kubeconfig, with `configure` applied to its config (e.g.
+    /// `default_retry = false` or a read timeout).
+    pub async fn client_with(
+        &self,
+        configure: impl FnOnce(&mut kube::Config),
+    ) -> Result<kube::Client, SimError> {
+        let mut config = config_for(&self.kubeconfig_yaml).await?;
+        configure(&mut config);
+        kube::Client::try_from(config).map_err(|e| SimError::Client(e.to_string()))
+    }
+
+    /// Where the kubeconfig was written.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The kubeconfig text.
+    pub fn kubeconfig_yaml(&self) -> &str {
+        &self.kubeconfig_yaml
+    }
+
+    /// `http://127.0.0.1:PORT` (or `https://` in TLS mode).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint.server
+    }
+
+    /// The address the server listens on (the same across restarts).
+    pub fn address(&self) -> SocketAddr {
+        self.core.addr
+    }
+
+    /// Whether the server is currently accepting connections.
+    pub fn is_up(&self) -> bool {
+        self.core.running().is_some()
+    }
+
+    /// Crashes the apiserver: the listener closes and every connection (watches included)
+    /// is cut. Returns once nothing is served any more. The store survives, as etcd would.
+    pub async fn crash(&self) {
+        self.core.crash().await;
+    }
+
+    /// Starts serving again on the same port (a no-op if already up).
+    pub async fn restart(&self) -> Result<(), SimError> {
+        if self.is_up() {
+            return Ok(());
+        }
+        self.core.listen().await
+    }
+
+    /// The fault injector.
+    pub fn faults(&self) -> &Faults {
+        &self.core.faults
+    }
+
+    /// The request counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.core.metrics
+    }
+
+    /// The store, for in-process writers that must go through the same path as HTTP.
+    pub fn store(&self) -> &Store {
+        &self.core.store
+    }
+
+    /// The garbage collector (pause it to simulate a controller-manager outage).
+    pub fn garbage_collector(&self) -> &GarbageCollector {
+        &self.gc
+    }
+
+    /// Sets the `gitVersion` `/version` reports, e.g. `v1.34.0`.
+    pub fn set_version(&self, git_version: &str) {
+        self.core.control.set_version(git_version);
+    }
+
+    /// The `gitVersion` `/version` reports.
+    pub fn version(&self) -> String {
+        self.core.control.git_version()
+    }
+
+    /// Makes a named health check (`etcd`, `shutdown`, `poststarthook/...`) fail or pass on
+    /// `/healthz`, `/livez` and `/readyz`.
+    pub fn set_health_check_failing(&self, check: &str, failing: bool) {
+        self.core.control.set_check_failing(check, failing);
+    }
+
+    /// Stops serving for good.
+    pub async fn shutdown(self) {
+        self.gc.set_enabled(false);
+        self.core.crash().await;
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        if let Some(r) = self.core.running().take() {
+            r.crash.cancel();
+            r.task.abort();
+        }
+    }
+}
+
+/// The TLS acceptor and the endpoint clients use.
+fn tls_identity(
+    tls: bool,
+    addr: SocketAddr,
+) -> Result<(Option<tokio_rustls::TlsAcceptor>, Endpoint), SimError> {
+    if !tls {
+        let endpoint = Endpoint {
+            server: format!("http://{addr}"),
+            ca_pem: None,
+            token: None,
+        };
+        return Ok((None, endpoint));
+    }
+    Err(SimError::Tls("TLS mode is not available yet".into()))
+}
+
+async fn config_for(yaml: &str) -> Result<kube::Config, SimError> {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(yaml)
+        .map_err(|e| SimError::KubeconfigFormat(e.to_string()))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| SimError::Client(e.to_string()))
+}
+
+async fn client_for(yaml: &str) -> Result<kube::Client, SimError> {
+    let config = config_for(yaml).await?;
+    kube::Client::try_from(config).map_err(|e| SimError::Client(e.to_string()))
+}
