@@ -134,7 +134,8 @@ pub(crate) fn table(
     include_object: &str,
 ) -> Response {
     let owned: Vec<Value> = items.iter().map(|i| (**i).clone()).collect();
-    let mut table = table_placeholder(rt, &owned, &resource_version.to_string(), include_object);
+    let mut table =
+        crate::table::to_table(rt, &owned, &resource_version.to_string(), include_object);
     if let Some(token) = continue_token {
         // Tables page like lists: the token rides in their metadata.
         table["metadata"]["continue"] = json!(token);
@@ -143,11 +144,6 @@ pub(crate) fn table(
         Ok(bytes) => json_bytes(200, bytes, TABLE_CONTENT_TYPE),
         Err(e) => error(&ApiError::internal(format!("encoding the table: {e}"))),
     }
-}
-
-// Until the table module lands, kubectl's fallback (a list) is served.
-fn table_placeholder(rt: &ResourceType, items: &[Value], rv: &str, _include: &str) -> Value {
-    json!({"kind": rt.list_kind, "apiVersion": rt.api_version(), "metadata": {"resourceVersion": rv}, "items": items})
 }
 
 /// The `Status` of an immediate deletion.

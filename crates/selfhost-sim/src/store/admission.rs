@@ -3,24 +3,33 @@
 
 use serde_json::Value;
 
+use super::strategy::Subresource;
 use crate::error::ApiError;
 use crate::resources::ResourceType;
 
 /// Server-side defaulting, as the real apiserver applies it when decoding a write.
 pub(crate) fn default(rt: &ResourceType, obj: &mut Value) {
-    let _ = (rt, obj);
+    crate::defaults::apply_defaults(rt, obj);
 }
 
-/// Validation of a new object.
+/// Validation of a new object (after defaulting).
 pub(crate) fn validate_create(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
-    let _ = (rt, obj);
-    Ok(())
+    crate::validation::validate_create(rt, obj)
 }
 
-/// Validation of a change.
-pub(crate) fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Result<(), ApiError> {
-    let _ = (rt, old, new);
-    Ok(())
+/// Validation of a change (after defaulting and the subresource rules).
+pub(crate) fn validate_update(
+    rt: &ResourceType,
+    old: &Value,
+    new: &Value,
+    sub: Subresource,
+) -> Result<(), ApiError> {
+    match sub {
+        Subresource::Main => crate::validation::validate_update(rt, old, new),
+        Subresource::Status | Subresource::Finalize => {
+            crate::validation::validate_status_update(rt, old, new)
+        }
+    }
 }
 
 /// Merges an applied configuration into the live object (keyed lists merge by key).

@@ -271,7 +271,7 @@ pub(crate) fn update(
             ));
         }
     }
-    admission::validate_update(rt, &old, &new)?;
+    admission::validate_update(rt, &old, &new, sub)?;
     if let Tracking::Update(manager) = tracking {
         managed::record_update(rt, sub, manager, Some(&old), &mut new);
     }

@@ -5,4 +5,5 @@
 
 mod common;
 mod conformance;
+mod conformance_watch;
 mod kubectl;
