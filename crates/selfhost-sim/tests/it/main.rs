@@ -5,5 +5,7 @@
 
 mod common;
 mod conformance;
+mod conformance_delete;
+mod conformance_patch;
 mod conformance_watch;
 mod kubectl;
