@@ -19,5 +19,6 @@ pub mod objects;
 pub mod scheduler;
 pub mod taints;
 
+pub mod daemonset;
 #[cfg(test)]
 mod fixtures;
