@@ -343,9 +343,19 @@ pub(super) fn parse_stream(text: &str) -> Result<ParsedConfig, ConfigError> {
         // InitConfiguration.
         (None, Some((init, _))) => Draft::empty(init.api_version),
         (None, None) => {
-            return Err(ConfigError::NoConfiguration {
-                ignored: notices.len(),
-            });
+            let found = notices
+                .iter()
+                .filter_map(|notice| match notice {
+                    Notice::IgnoredDocument {
+                        line,
+                        api_version,
+                        kind,
+                        ..
+                    } => Some(format!("{kind} {api_version} at line {line}")),
+                    Notice::FeatureGateNotRendered { .. } => None,
+                })
+                .collect();
+            return Err(ConfigError::NoConfiguration { found });
         }
     };
     finish(draft, init.map(|(init, _)| init), notices)

@@ -154,11 +154,11 @@ pub enum ConfigError {
     /// The text holds no ClusterConfiguration or InitConfiguration at all.
     #[error(
         "no ClusterConfiguration or InitConfiguration document found{}; expected a document with `apiVersion: kubeadm.k8s.io/v1beta4` (or v1beta3) and `kind: ClusterConfiguration`",
-        if *.ignored > 0 { format!(" ({} other document(s) ignored)", .ignored) } else { String::new() }
+        if .found.is_empty() { String::new() } else { format!(" (found only: {})", .found.join(", ")) }
     )]
     NoConfiguration {
-        /// How many documents of other kinds were seen.
-        ignored: usize,
+        /// The documents of other kinds that were seen, e.g. `Pod v1 at line 1`.
+        found: Vec<String>,
     },
 
     /// The `ClusterConfiguration` key of the `kubeadm-config` ConfigMap holds something else.

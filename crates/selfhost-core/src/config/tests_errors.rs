@@ -114,11 +114,11 @@ fn files_without_a_kubeadm_configuration_are_refused() {
     assert_eq!(
         error_of("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
             .to_string(),
-        "no ClusterConfiguration or InitConfiguration document found (1 other document(s) ignored); expected a document with `apiVersion: kubeadm.k8s.io/v1beta4` (or v1beta3) and `kind: ClusterConfiguration`"
+        "no ClusterConfiguration or InitConfiguration document found (found only: KubeletConfiguration kubelet.config.k8s.io/v1beta1 at line 1); expected a document with `apiVersion: kubeadm.k8s.io/v1beta4` (or v1beta3) and `kind: ClusterConfiguration`"
     );
     assert_eq!(
         error_of("# nothing here\n"),
-        ConfigError::NoConfiguration { ignored: 0 }
+        ConfigError::NoConfiguration { found: vec![] }
     );
     assert_eq!(
         error_of("just a string\n").to_string(),

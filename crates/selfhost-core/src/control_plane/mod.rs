@@ -12,7 +12,7 @@ mod probes;
 mod volumes;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -9,103 +9,17 @@ use super::*;
 use crate::config::ExtraArg;
 
 /// A v1beta3 file: map extraArgs (deliberately unsorted), extra volumes, pod network.
-const V1BETA3_FILE: &str = r#"apiVersion: kubeadm.k8s.io/v1beta3
-kind: ClusterConfiguration
-kubernetesVersion: v1.32.4
-controlPlaneEndpoint: cp.example.com:6443
-networking:
-  podSubnet: 10.244.0.0/16
-apiServer:
-  certSANs: [cp.example.com]
-  extraArgs:
-    audit-log-path: /var/log/kubernetes/audit.log
-    authorization-mode: Node,RBAC,Webhook
-    audit-log-maxage: "30"
-  extraVolumes:
-  - name: audit-logs
-    hostPath: /var/log/kubernetes
-    mountPath: /var/log/kubernetes
-    pathType: DirectoryOrCreate
-controllerManager:
-  extraArgs:
-    bind-address: 0.0.0.0
-    node-cidr-mask-size: "24"
-scheduler:
-  extraArgs:
-    bind-address: 0.0.0.0
----
-apiVersion: kubeadm.k8s.io/v1beta3
-kind: InitConfiguration
-localAPIEndpoint:
-  advertiseAddress: 10.0.0.10
-nodeRegistration:
-  name: cp-1
-"#;
+pub(crate) const V1BETA3_FILE: &str = include_str!("../../tests/fixtures/kubeadm-v1beta3.yaml");
 
 /// A v1beta4 file: list extraArgs with a repeated name, extraEnvs, a private registry, a
 /// custom certificates directory and port, IPv6 advertise address.
-const V1BETA4_FILE: &str = r#"apiVersion: kubeadm.k8s.io/v1beta4
-kind: ClusterConfiguration
-kubernetesVersion: v1.33.1
-imageRepository: registry.example.com/k8s
-certificatesDir: /srv/kubernetes/pki
-clusterName: lab
-networking:
-  serviceSubnet: fd00:10:96::/108,10.96.0.0/16
-  podSubnet: fd00:10:244::/56,10.244.0.0/16
-  dnsDomain: lab.local
-etcd:
-  local:
-    extraArgs:
-    - name: advertise-client-urls
-      value: https://[fd00::10]:2379
-apiServer:
-  extraArgs:
-  - name: service-account-issuer
-    value: https://issuer.example.com
-  - name: service-account-issuer
-    value: https://kubernetes.default.svc.lab.local
-  extraEnvs:
-  - name: HTTPS_PROXY
-    value: http://proxy.example.com:3128
-controllerManager:
-  extraArgs:
-  - name: flex-volume-plugin-dir
-    value: /var/lib/kubelet/volumeplugins
-scheduler:
-  extraArgs:
-  - name: config
-    value: /etc/kubernetes/scheduler-config.yaml
-  extraVolumes:
-  - name: scheduler-config
-    hostPath: /etc/kubernetes/scheduler-config.yaml
-    mountPath: /etc/kubernetes/scheduler-config.yaml
-    readOnly: true
-    pathType: File
----
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
-localAPIEndpoint:
-  advertiseAddress: "fd00::10"
-  bindPort: 8443
-timeouts:
-  controlPlaneComponentHealthCheck: 5m0s
-"#;
+pub(crate) const V1BETA4_FILE: &str = include_str!("../../tests/fixtures/kubeadm-v1beta4.yaml");
 
 /// External etcd with certificates outside the usual directories; no advertise address.
-const EXTERNAL_ETCD_FILE: &str = r#"apiVersion: kubeadm.k8s.io/v1beta4
-kind: ClusterConfiguration
-etcd:
-  external:
-    endpoints:
-    - https://10.0.0.5:2379
-    - https://10.0.0.6:2379
-    caFile: /etc/etcd/pki/ca.crt
-    certFile: /etc/etcd/pki/client/apiserver-etcd-client.crt
-    keyFile: /etc/etcd/pki/client/apiserver-etcd-client.key
-"#;
+pub(crate) const EXTERNAL_ETCD_FILE: &str =
+    include_str!("../../tests/fixtures/kubeadm-external-etcd.yaml");
 
-fn config(text: &str) -> ClusterConfig {
+pub(crate) fn config(text: &str) -> ClusterConfig {
     match ClusterConfig::from_yaml(text) {
         Ok(parsed) => parsed.config,
         Err(e) => panic!("{e}"),

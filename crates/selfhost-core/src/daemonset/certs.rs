@@ -15,11 +15,8 @@ use k8s_openapi::api::core::v1::{
 
 use crate::command_line;
 use crate::component::Component;
+use crate::control_plane::{K8S_CERTS_VOLUME as CERTS_VOLUME, KUBECONFIG_VOLUME};
 
-/// Name of the volume kubeadm mounts the certificates directory through.
-const CERTS_VOLUME: &str = "k8s-certs";
-/// Name of the volume kubeadm mounts a component's kubeconfig file through.
-const KUBECONFIG_VOLUME: &str = "kubeconfig";
 /// Directory the kubeconfig Secret is mounted at (a Secret volume can only mount a whole
 /// directory, and mounting it at /etc/kubernetes would hide the certificates below it).
 const KUBECONFIG_DIR: &str = "/etc/kubernetes/kubeconfig";

@@ -18,8 +18,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub use certs::{CertSecret, CertsError, certificate_secrets, kubeconfig_secrets};
 pub use mutators::{
-    CONTROL_PLANE_NODE_LABEL, HOST_IP_ENV, LEGACY_MASTER_LABEL, advertise_host_ip,
-    select_control_plane_nodes, tolerate_control_plane_taints, use_host_network_dns,
+    CONTROL_PLANE_NODE_LABEL, LEGACY_MASTER_LABEL, advertise_host_ip, select_control_plane_nodes,
+    tolerate_control_plane_taints, use_host_network_dns,
 };
 
 use crate::component::{APP_LABEL, Component, NAMESPACE};

@@ -6,13 +6,12 @@ use k8s_openapi::api::core::v1::{
 };
 
 use crate::command_line;
+use crate::control_plane::HOST_IP_ENV;
 
 /// Node label and taint key of control-plane nodes (Kubernetes ≥ 1.20).
 pub const CONTROL_PLANE_NODE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 /// The pre-1.20 name of the same role; clusters upgraded from old releases may still taint it.
 pub const LEGACY_MASTER_LABEL: &str = "node-role.kubernetes.io/master";
-/// Environment variable through which the kubelet hands the apiserver its node's IP.
-pub const HOST_IP_ENV: &str = "HOST_IP";
 
 /// Runs the pod only on control-plane nodes.
 pub fn select_control_plane_nodes(mut spec: PodSpec) -> PodSpec {
@@ -48,8 +47,8 @@ pub fn use_host_network_dns(mut spec: PodSpec) -> PodSpec {
 
 /// Makes each apiserver advertise its own node's IP (from the downward API) instead of the
 /// address of the node the manifest was rendered for — kubeadm v1.9's multi-master bug.
-/// Probes that targeted that fixed address target the pod IP instead, which for a
-/// host-network pod is the node's own IP.
+/// Probes that targeted that fixed address target the loopback address instead, as the probes
+/// of a manifest rendered without a known address do, so that both paths give one template.
 pub fn advertise_host_ip(mut spec: PodSpec) -> PodSpec {
     let Some(container) = spec.containers.first_mut() else {
         return spec;
@@ -96,14 +95,19 @@ fn retarget_probes(container: &mut Container, address: &str) {
         &mut container.startup_probe,
     ];
     for probe in probes.into_iter().flatten() {
-        clear_probe_host(probe, address);
+        retarget_probe(probe, address);
     }
 }
 
-fn clear_probe_host(probe: &mut Probe, address: &str) {
+fn retarget_probe(probe: &mut Probe, address: &str) {
     if let Some(http) = probe.http_get.as_mut()
         && http.host.as_deref() == Some(address)
     {
-        http.host = None;
+        let loopback = if address.contains(':') {
+            "::1"
+        } else {
+            "127.0.0.1"
+        };
+        http.host = Some(loopback.to_string());
     }
 }

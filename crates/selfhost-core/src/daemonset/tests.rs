@@ -107,7 +107,7 @@ fn apiserver_advertises_its_own_node_ip_and_probes_itself() {
     );
     let container = &pod_spec(&ds).containers[0];
     let env = container.env.as_ref().expect("env");
-    assert_eq!(env[0].name, HOST_IP_ENV);
+    assert_eq!(env[0].name, crate::control_plane::HOST_IP_ENV);
     let field = env[0]
         .value_from
         .as_ref()
@@ -124,7 +124,8 @@ fn apiserver_advertises_its_own_node_ip_and_probes_itself() {
             .and_then(|p| p.http_get.as_ref())
             .expect("http probe");
         assert_eq!(
-            http.host, None,
+            http.host.as_deref(),
+            Some("127.0.0.1"),
             "a probe must not target the node the manifest came from"
         );
     }
@@ -342,4 +343,67 @@ fn every_projected_file_has_an_upload_source() {
     }
     let names: Vec<_> = kubeconfig_secrets().into_iter().map(|s| s.name).collect();
     assert_eq!(names, ["controller-manager.conf", "scheduler.conf"]);
+}
+
+#[test]
+fn rendered_and_converted_manifests_give_the_same_daemonset() {
+    // A cluster converted from static pods that name their node's IP, and one whose
+    // DaemonSets are rendered from configuration, must not differ (or every upgrade would
+    // roll twice).
+    use crate::config::ClusterConfig;
+    use crate::control_plane::{NodeContext, static_pod};
+    let version = crate::KubeVersion::parse("v1.33.1").expect("version");
+    let config = ClusterConfig::default_for(&version);
+    for component in Component::ALL {
+        let on_node = static_pod(
+            component,
+            &config,
+            &NodeContext::for_node("10.0.0.11".parse().expect("ip")),
+            &version,
+        );
+        let anywhere = static_pod(component, &config, &NodeContext::default(), &version);
+        let options = DaemonSetOptions::default();
+        assert_eq!(
+            build_daemonset(component, &on_node, &options).expect("from node"),
+            build_daemonset(component, &anywhere, &options).expect("rendered"),
+            "{component}"
+        );
+    }
+}
+
+mod snapshots {
+    use super::*;
+    use crate::control_plane::tests::{V1BETA3_FILE, V1BETA4_FILE, config};
+    use crate::control_plane::{NodeContext, static_pods};
+
+    fn daemonsets(
+        config: &crate::config::ClusterConfig,
+        version: &str,
+        certs_in_secrets: bool,
+    ) -> Vec<DaemonSet> {
+        let version = crate::KubeVersion::parse(version).expect("version");
+        static_pods(config, &NodeContext::default(), &version)
+            .into_iter()
+            .map(|(c, pod)| {
+                build_daemonset(c, &pod, &DaemonSetOptions { certs_in_secrets }).expect("builds")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn default_cluster_v1_33() {
+        let version = crate::KubeVersion::parse("v1.33.1").expect("version");
+        let config = crate::config::ClusterConfig::default_for(&version);
+        insta::assert_yaml_snapshot!(daemonsets(&config, "v1.33.1", false));
+    }
+
+    #[test]
+    fn v1beta3_file_v1_32_with_certs_in_secrets() {
+        insta::assert_yaml_snapshot!(daemonsets(&config(V1BETA3_FILE), "v1.32.4", true));
+    }
+
+    #[test]
+    fn v1beta4_file_v1_33() {
+        insta::assert_yaml_snapshot!(daemonsets(&config(V1BETA4_FILE), "v1.33.1", false));
+    }
 }
