@@ -1,1 +1,61 @@
-fn main() {}
+//! `selfhost`: upgrade a self-hosted Kubernetes control plane with no API downtime.
+//!
+//! Results go to stdout, logs and progress to stderr (kubectl's convention), and the exit code
+//! says how the command ended (see `exit.rs` and DESIGN.md §2).
+
+mod args;
+mod commands;
+mod exit;
+mod ui;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::args::{Cli, Command};
+use crate::exit::{CliError, Outcome};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.global.verbose);
+    match run(cli) {
+        Ok(outcome) => outcome.into(),
+        Err(err) if is_broken_pipe(&err.error) => Outcome::Done.into(),
+        Err(err) => {
+            let _ = writeln!(io::stderr(), "error: {err}");
+            err.outcome.into()
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<Outcome, CliError> {
+    match cli.command {
+        Command::Manifests(args) => commands::manifests::run(&cli.global, &args),
+        Command::Demo(args) => commands::demo::run(&cli.global, &args),
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .try_init();
+}
+
+/// `selfhost manifests | head` closes stdout early; that is the reader's choice, not a failure.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,23 @@
+//! Black-box tests of the `selfhost` binary.
+
+mod manifests;
+mod usage;
+
+use assert_cmd::Command;
+
+/// The binary under test, with a clean environment for the things it reads.
+pub fn selfhost() -> Command {
+    let mut cmd = Command::cargo_bin("selfhost").expect("binary is built");
+    cmd.env_remove("KUBECONFIG")
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1");
+    cmd
+}
+
+/// A fixture file shared with the core crate's tests.
+pub fn fixture(name: &str) -> String {
+    format!(
+        "{}/../selfhost-core/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}

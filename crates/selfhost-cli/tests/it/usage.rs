@@ -1,0 +1,73 @@
+//! Help, version and usage errors.
+
+use predicates::prelude::*;
+
+use crate::selfhost;
+
+#[test]
+fn version_prints_the_package_version() {
+    selfhost()
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with(format!(
+            "selfhost {}",
+            env!("CARGO_PKG_VERSION")
+        )));
+}
+
+#[test]
+fn every_command_has_help() {
+    selfhost()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("manifests").and(predicate::str::contains("demo")))
+        .stdout(
+            predicate::str::contains("--kubeconfig").and(predicate::str::contains("--context")),
+        );
+    for (command, mentions) in [("manifests", "--as"), ("demo", "Usage: selfhost demo")] {
+        selfhost()
+            .args([command, "--help"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(mentions));
+    }
+}
+
+#[test]
+fn usage_errors_exit_2_and_say_what_to_do() {
+    let rows: &[(&[&str], &str)] = &[
+        (&[], "Usage: selfhost"),
+        (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
+        (&["manifests"], "required arguments were not provided"),
+        (
+            &["manifests", "v1.33.1", "--as", "helm"],
+            "possible values: static-pods, daemonsets",
+        ),
+        (
+            &["manifests", "v1.33.1", "-o", "xml"],
+            "possible values: text, json, yaml",
+        ),
+        (
+            &["manifests", "v1.33.1", "--no-such-flag"],
+            "unexpected argument '--no-such-flag'",
+        ),
+    ];
+    for (args, says) in rows {
+        selfhost()
+            .args(*args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(*says));
+    }
+}
+
+#[test]
+fn demo_exits_0_and_says_what_this_build_can_do() {
+    selfhost()
+        .arg("demo")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("selfhost manifests"));
+}
