@@ -22,3 +22,4 @@ pub mod taints;
 pub mod daemonset;
 #[cfg(test)]
 mod fixtures;
+pub mod node_lifecycle;
