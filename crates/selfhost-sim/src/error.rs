@@ -157,13 +157,15 @@ impl ApiError {
         Self::new(405, "MethodNotAllowed", message)
     }
 
-    /// 415 UnsupportedMediaType.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 UnsupportedMediaType for a body of a media type the endpoint does not decode;
+    /// `accepted` lists what it does, in the apiserver's wording.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/apply-patch+yaml, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
             ),
         )
     }

@@ -502,7 +502,15 @@ fn tls_identity(
         };
         return Ok((None, endpoint));
     }
-    Err(SimError::Tls("TLS mode is not available yet".into()))
+    let identity = crate::tls::TlsIdentity::generate(&[addr.ip().to_string()])
+        .map_err(|e| SimError::Tls(e.to_string()))?;
+    let endpoint = Endpoint {
+        server: format!("https://{addr}"),
+        ca_pem: Some(identity.ca_pem().to_string()),
+        token: Some(crate::tls::generate_token()),
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(identity.server_config());
+    Ok((Some(acceptor), endpoint))
 }
 
 async fn config_for(yaml: &str) -> Result<kube::Config, SimError> {

@@ -30,7 +30,12 @@ fn patch_type(content_type: &str) -> Result<PatchType, ApiError> {
         "application/merge-patch+json" => Ok(PatchType::Merge),
         "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
         "application/apply-patch+yaml" => Ok(PatchType::Apply),
-        _ => Err(ApiError::unsupported_media_type(content_type)),
+        _ => Err(ApiError::unsupported_media_type(&[
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+            "application/strategic-merge-patch+json",
+        ])),
     }
 }
 

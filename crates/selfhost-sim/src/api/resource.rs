@@ -47,11 +47,36 @@ impl Call<'_> {
     }
 }
 
-/// Decodes a JSON request body into an object.
-pub(crate) fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-    })?;
+/// Decodes a request body into an object: JSON, or YAML (which the apiserver also accepts);
+/// other media types (protobuf, CBOR) are 415, which makes clients fall back to JSON.
+pub(crate) fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let content_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let v: Value = match media.as_str() {
+        "application/json" | "" | "*/*" => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?,
+        "application/yaml" => {
+            let text = std::str::from_utf8(body)
+                .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
+            serde_saphyr::from_str(text)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+        }
+        _ => {
+            return Err(ApiError::unsupported_media_type(&[
+                "application/json",
+                "application/yaml",
+            ]));
+        }
+    };
     if !v.is_object() {
         return Err(ApiError::bad_request(
             "couldn't get version/kind; json parse error: expected an object",
@@ -117,7 +142,7 @@ fn list(call: &Call<'_>) -> Result<Response, ApiError> {
 
 fn create(call: &Call<'_>) -> Result<Response, ApiError> {
     let rt = &call.req.resource;
-    let obj = decode_object(&call.body)?;
+    let obj = decode_object(call.headers, &call.body)?;
     let opts = call.query.write_options(call.user_agent())?;
     let created = call.app.store.create(rt, call.namespace(), obj, &opts)?;
     Ok(respond::json(201, &*created))
@@ -125,7 +150,7 @@ fn create(call: &Call<'_>) -> Result<Response, ApiError> {
 
 fn update(call: &Call<'_>) -> Result<Response, ApiError> {
     let rt = &call.req.resource;
-    let obj = decode_object(&call.body)?;
+    let obj = decode_object(call.headers, &call.body)?;
     let opts = call.query.write_options(call.user_agent())?;
     if call.req.subresource.as_deref() == Some("finalize") {
         // Namespaces: only spec.finalizers change through /finalize.

@@ -7,5 +7,6 @@ mod common;
 mod conformance;
 mod conformance_delete;
 mod conformance_patch;
+mod conformance_server;
 mod conformance_watch;
 mod kubectl;
