@@ -34,10 +34,19 @@ async fn apply_creates_then_leaves_alone_then_configures_a_daemonset() {
         return;
     };
     let manifest = kubectl.file("apiserver.yaml", APISERVER_DAEMONSET);
-    let out = kubectl.ok(&["apply", "-f", path_arg(&manifest)]).await;
+    let out = kubectl
+        .run(&["apply", "-f", path_arg(&manifest), "-v=6"])
+        .await;
+    assert!(out.success, "{}", out.stderr);
     assert_eq!(
-        out.trim(),
+        out.stdout.trim(),
         "daemonset.apps/self-hosted-kube-apiserver created"
+    );
+    // The OpenAPI v3 documents tell kubectl to leave --validate=strict to the server.
+    assert!(
+        out.stderr.contains("fieldValidation=Strict"),
+        "{}",
+        out.stderr
     );
     let created = daemonset(&sim).await;
     assert!(
@@ -61,7 +70,13 @@ async fn apply_creates_then_leaves_alone_then_configures_a_daemonset() {
         .replace("kube-apiserver:v1.32.4", "kube-apiserver:v1.33.2")
         .replace("            - --permit-port-sharing=true\n", "");
     let manifest = kubectl.file("apiserver-upgraded.yaml", &upgraded);
-    let out = kubectl.ok(&["apply", "-f", path_arg(&manifest)]).await;
+    let run = kubectl.run(&["apply", "-f", path_arg(&manifest)]).await;
+    assert!(
+        run.success && run.stderr.is_empty(),
+        "no warning, e.g. about OpenAPI: {}",
+        run.stderr
+    );
+    let out = run.stdout;
     assert_eq!(
         out.trim(),
         "daemonset.apps/self-hosted-kube-apiserver configured"
