@@ -6,6 +6,7 @@
 //! expects.
 
 mod api;
+pub mod bootstrap;
 pub mod controllers;
 pub mod defaults;
 pub mod discovery;
