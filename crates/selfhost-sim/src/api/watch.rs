@@ -28,12 +28,43 @@ fn line(kind: &str, object: &Value) -> Vec<u8> {
     out
 }
 
-fn events_chunk(events: &[WatchEvent]) -> Bytes {
-    let mut out = Vec::new();
-    for e in events {
-        out.extend(line(e.event_type.as_str(), &e.object));
+/// How event objects are encoded: as themselves, or as one-row Tables for `kubectl get -w`.
+struct Encoding {
+    rt: ResourceType,
+    /// `includeObject` of a Table watch; `None` for plain objects.
+    table: Option<String>,
+    /// Whether the column definitions were sent (only the first Table carries them, as the
+    /// apiserver does).
+    columns_sent: bool,
+}
+
+impl Encoding {
+    fn chunk(&mut self, events: &[WatchEvent]) -> Bytes {
+        let mut out = Vec::new();
+        for e in events {
+            match &self.table {
+                None => out.extend(line(e.event_type.as_str(), &e.object)),
+                Some(include) => {
+                    let rv = crate::store::meta::resource_version(&e.object).unwrap_or("");
+                    let mut table = crate::table::to_table(
+                        &self.rt,
+                        std::slice::from_ref(&*e.object),
+                        rv,
+                        include,
+                    );
+                    if self.columns_sent {
+                        table["columnDefinitions"] = Value::Null;
+                        if let Some(t) = table.as_object_mut() {
+                            t.remove("columnDefinitions");
+                        }
+                    }
+                    self.columns_sent = true;
+                    out.extend(line(e.event_type.as_str(), &table));
+                }
+            }
+        }
+        Bytes::from(out)
     }
-    Bytes::from(out)
 }
 
 fn bookmark(rt: &ResourceType, revision: u64, initial_events_end: bool) -> Bytes {
@@ -55,6 +86,7 @@ fn error_chunk(err: &ApiError) -> Bytes {
 /// Everything a running watch stream holds.
 struct Stream {
     rt: ResourceType,
+    encoding: Encoding,
     cursor: WatchCursor,
     queued: VecDeque<Bytes>,
     deadline: Instant,
@@ -101,7 +133,7 @@ impl Stream {
                 Some(Ok(bookmark(&self.rt, self.cursor.position(), false)))
             }
             next = self.cursor.next() => match next {
-                Ok(events) => Some(Ok(events_chunk(&events))),
+                Ok(events) => Some(Ok(self.encoding.chunk(&events))),
                 Err(err) => {
                     self.done = true;
                     Some(Ok(error_chunk(&err)))
@@ -163,14 +195,25 @@ fn start(call: &Call<'_>) -> Result<Response, ApiError> {
         let body = Body::from_stream(stream::iter(queued.into_iter().map(Ok::<_, io::Error>)));
         return Ok(watch_response(body));
     }
+    let mut encoding = Encoding {
+        rt,
+        table: respond::wants_table(call.headers).then(|| {
+            call.query
+                .get("includeObject")
+                .unwrap_or("Metadata")
+                .to_string()
+        }),
+        columns_sent: false,
+    };
     if !watch.initial.is_empty() {
-        queued.push_back(events_chunk(&watch.initial));
+        queued.push_back(encoding.chunk(&watch.initial));
     }
     if send_initial_events {
         queued.push_back(bookmark(&rt, watch.cursor.position(), true));
     }
     let state = Stream {
         rt,
+        encoding,
         cursor: watch.cursor,
         queued,
         deadline: now + timeout,

@@ -421,6 +421,78 @@ async fn field_selected_watches_see_objects_enter_and_leave_their_selection() {
     }
 }
 
+#[tokio::test]
+async fn a_streaming_list_watcher_gets_the_initial_state_then_changes() {
+    let sim = sim().await;
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    cms.create(&PostParams::default(), &configmap("a", "1"))
+        .await
+        .unwrap();
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let task = tokio::spawn(
+        watcher(cms.clone(), watcher::Config::default().streaming_lists())
+            .default_backoff()
+            .reflect(writer)
+            .applied_objects()
+            .for_each(|_| async {}),
+    );
+    within("the streaming list", reader.wait_until_ready())
+        .await
+        .unwrap();
+    assert_eq!(reader.state().len(), 1);
+    assert_eq!(
+        sim.metrics().requests("list", "configmaps"),
+        0,
+        "no list request at all"
+    );
+    cms.create(&PostParams::default(), &configmap("b", "1"))
+        .await
+        .unwrap();
+    eventually("the second object", || async {
+        (reader.state().len() == 2).then_some(())
+    })
+    .await;
+    task.abort();
+}
+
+#[tokio::test]
+async fn table_watches_send_one_row_per_event_and_the_columns_once() {
+    let sim = sim().await;
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    for name in ["a", "b"] {
+        cms.create(&PostParams::default(), &configmap(name, "1"))
+            .await
+            .unwrap();
+    }
+    let req = http::Request::get(
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0&timeoutSeconds=1",
+    )
+    .header(
+        "accept",
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let text = within("the table watch", sim.client().request_text(req))
+        .await
+        .unwrap();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 2, "{text}");
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["type"], "ADDED");
+        assert_eq!(e["object"]["kind"], "Table");
+        assert_eq!(e["object"]["rows"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            e["object"].get("columnDefinitions").is_some(),
+            i == 0,
+            "columns only first"
+        );
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
