@@ -1,1 +1,11 @@
-//! placeholder
+//! The selfhost engine: connects to a cluster through kube-rs, observes it, and carries out
+//! the steps the pure state machine of `selfhost-core` decides on.
+
+pub mod client;
+pub mod error;
+pub mod health;
+pub mod retry;
+
+pub use client::{ClientArgs, ClientError, Clients, connect};
+pub use error::{ApiCallError, FailureKind};
+pub use retry::{RetryPolicy, with_retries};

@@ -1,0 +1,351 @@
+//! Connecting to a cluster the way kubectl does: `--kubeconfig`, else `$KUBECONFIG` (a list
+//! of files, merged), else `~/.kube/config`; `--context`, else the current context. TLS
+//! verification, exec plugins, tokens and client certificates all come from kube-rs.
+//!
+//! Two clients come out of it. Neither retries on its own: kube-rs's default policy retries
+//! 429/503/504 up to 15 times and would hide the real error from the user for minutes; the
+//! engine's own bounded retries decide instead (`retry.rs`). The probe client also has short
+//! timeouts, because a health probe that hangs is itself the answer.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+
+/// Read timeout of the probe client: an apiserver that takes longer to answer `/readyz` is
+/// not serving in any sense that matters during a hand-over.
+pub const PROBE_READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connect timeout of both clients.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the cluster connection comes from, as given on the command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientArgs {
+    /// `--kubeconfig PATH`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context NAME`.
+    pub context: Option<String>,
+}
+
+/// Which kubeconfig files were chosen, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KubeconfigSource {
+    /// `--kubeconfig PATH`.
+    Flag(PathBuf),
+    /// `$KUBECONFIG`, a list of files merged in order.
+    Env(Vec<PathBuf>),
+    /// `~/.kube/config`.
+    Home(PathBuf),
+}
+
+impl KubeconfigSource {
+    /// Chooses the kubeconfig files as kubectl does. `env` is the value of `$KUBECONFIG` and
+    /// `home` the user's home directory (passed in, so that the rule can be tested).
+    pub fn choose(
+        args: &ClientArgs,
+        env: Option<&OsStr>,
+        home: Option<&Path>,
+    ) -> Result<KubeconfigSource, ClientError> {
+        if let Some(path) = &args.kubeconfig {
+            return Ok(KubeconfigSource::Flag(path.clone()));
+        }
+        if let Some(value) = env {
+            let paths: Vec<PathBuf> = std::env::split_paths(value)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect();
+            if !paths.is_empty() {
+                return Ok(KubeconfigSource::Env(paths));
+            }
+        }
+        match home {
+            Some(home) => Ok(KubeconfigSource::Home(home.join(".kube").join("config"))),
+            None => Err(ClientError::NoKubeconfig),
+        }
+    }
+
+    /// The files, in merge order.
+    pub fn paths(&self) -> Vec<&Path> {
+        match self {
+            KubeconfigSource::Flag(p) | KubeconfigSource::Home(p) => vec![p.as_path()],
+            KubeconfigSource::Env(ps) => ps.iter().map(PathBuf::as_path).collect(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            KubeconfigSource::Flag(p) => format!("{} (from --kubeconfig)", p.display()),
+            KubeconfigSource::Env(ps) => format!(
+                "{} (from KUBECONFIG)",
+                ps.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(":")
+            ),
+            KubeconfigSource::Home(p) => format!("{} (the default)", p.display()),
+        }
+    }
+}
+
+/// Why no client could be built. Every message says what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nowhere to look for a kubeconfig.
+    #[error(
+        "no kubeconfig to use: pass --kubeconfig PATH or set KUBECONFIG (HOME is not set, so \
+         ~/.kube/config cannot be found)"
+    )]
+    NoKubeconfig,
+    /// A kubeconfig file could not be read.
+    #[error(
+        "cannot read the kubeconfig {path}: {source}; pass --kubeconfig PATH or set KUBECONFIG to a readable file"
+    )]
+    Read {
+        /// The file and where its name came from.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A kubeconfig file is not a kubeconfig.
+    #[error("the kubeconfig {path} is not valid: {detail}")]
+    Parse {
+        /// The file and where its name came from.
+        path: String,
+        /// What the parser said.
+        detail: String,
+    },
+    /// `--context` names a context the kubeconfig does not have.
+    #[error("context {context:?} is not in the kubeconfig {path}; it has: {available}")]
+    UnknownContext {
+        /// The context asked for.
+        context: String,
+        /// The kubeconfig.
+        path: String,
+        /// The contexts it does have.
+        available: String,
+    },
+    /// No `--context` and no current context.
+    #[error(
+        "the kubeconfig {path} has no current-context; pass --context NAME (it has: {available})"
+    )]
+    NoContext {
+        /// The kubeconfig.
+        path: String,
+        /// The contexts it has.
+        available: String,
+    },
+    /// The selected context cannot be turned into a connection (bad server URL, bad
+    /// certificate data, exec plugin failure...).
+    #[error("cannot use context {context:?} of {path}: {detail}")]
+    Context {
+        /// The context.
+        context: String,
+        /// The kubeconfig.
+        path: String,
+        /// What kube-rs said.
+        detail: String,
+    },
+}
+
+/// The clients the engine works with.
+#[derive(Clone)]
+pub struct Clients {
+    /// For API reads, writes and watches.
+    pub api: kube::Client,
+    /// For `/readyz`, `/livez` and `/version`: no retries, short timeouts.
+    pub probe: kube::Client,
+    /// The context in use.
+    pub context: String,
+    /// The API server URL of that context.
+    pub server: String,
+}
+
+impl std::fmt::Debug for Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clients")
+            .field("context", &self.context)
+            .field("server", &self.server)
+            .finish()
+    }
+}
+
+/// Builds the clients from the kubeconfig chosen as kubectl would.
+pub async fn connect(args: &ClientArgs) -> Result<Clients, ClientError> {
+    let env = std::env::var_os("KUBECONFIG");
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let source = KubeconfigSource::choose(args, env.as_deref(), home.as_deref())?;
+    connect_with(&source, args.context.as_deref()).await
+}
+
+/// Builds the clients from a chosen kubeconfig source.
+pub async fn connect_with(
+    source: &KubeconfigSource,
+    context: Option<&str>,
+) -> Result<Clients, ClientError> {
+    let described = source.describe();
+    let kubeconfig = read_kubeconfig(source)?;
+    let available = kubeconfig
+        .contexts
+        .iter()
+        .map(|c| c.name.clone())
+        .collect::<Vec<_>>();
+    let available_text = if available.is_empty() {
+        "no contexts".to_string()
+    } else {
+        available.join(", ")
+    };
+    let context = match context
+        .map(str::to_string)
+        .or_else(|| kubeconfig.current_context.clone())
+    {
+        Some(c) if available.contains(&c) => c,
+        Some(c) => {
+            return Err(ClientError::UnknownContext {
+                context: c,
+                path: described,
+                available: available_text,
+            });
+        }
+        None => {
+            return Err(ClientError::NoContext {
+                path: described,
+                available: available_text,
+            });
+        }
+    };
+    let options = KubeConfigOptions {
+        context: Some(context.clone()),
+        ..KubeConfigOptions::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| ClientError::Context {
+            context: context.clone(),
+            path: described.clone(),
+            detail: e.to_string(),
+        })?;
+    let server = config.cluster_url.to_string();
+
+    let build = |mut config: kube::Config, read_timeout: Option<Duration>| {
+        config.default_retry = false;
+        config.connect_timeout = Some(CONNECT_TIMEOUT);
+        config.read_timeout = read_timeout;
+        kube::Client::try_from(config).map_err(|e| ClientError::Context {
+            context: context.clone(),
+            path: described.clone(),
+            detail: e.to_string(),
+        })
+    };
+    // Watches are long-lived, so the API client has no read timeout; unary calls get an outer
+    // deadline from the retry layer instead.
+    let api = build(config.clone(), None)?;
+    let probe = build(config, Some(PROBE_READ_TIMEOUT))?;
+    Ok(Clients {
+        api,
+        probe,
+        context,
+        server,
+    })
+}
+
+fn read_kubeconfig(source: &KubeconfigSource) -> Result<Kubeconfig, ClientError> {
+    let mut merged: Option<Kubeconfig> = None;
+    for path in source.paths() {
+        let shown = match source {
+            KubeconfigSource::Env(_) => format!("{} (from KUBECONFIG)", path.display()),
+            _ => source.describe(),
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ClientError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let config = Kubeconfig::from_yaml(&text).map_err(|e| ClientError::Parse {
+            path: shown.clone(),
+            detail: parse_detail(&e),
+        })?;
+        merged = Some(match merged {
+            None => config,
+            Some(m) => m.merge(config).map_err(|e| ClientError::Parse {
+                path: shown.clone(),
+                detail: e.to_string(),
+            })?,
+        });
+    }
+    merged.ok_or(ClientError::NoKubeconfig)
+}
+
+fn parse_detail(err: &KubeconfigError) -> String {
+    // kube's message for a parse error already carries serde-saphyr's line and column.
+    err.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(kubeconfig: Option<&str>) -> ClientArgs {
+        ClientArgs {
+            kubeconfig: kubeconfig.map(PathBuf::from),
+            context: None,
+        }
+    }
+
+    #[test]
+    fn kubeconfig_is_chosen_like_kubectl() {
+        let home = Path::new("/home/op");
+        type Row<'a> = (
+            ClientArgs,
+            Option<&'a str>,
+            Option<&'a Path>,
+            Result<KubeconfigSource, &'a str>,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                args(Some("/k")),
+                Some("/a:/b"),
+                Some(home),
+                Ok(KubeconfigSource::Flag("/k".into())),
+            ),
+            (
+                args(None),
+                Some("/a:/b"),
+                Some(home),
+                Ok(KubeconfigSource::Env(vec!["/a".into(), "/b".into()])),
+            ),
+            // empty entries are skipped, as kubectl skips them
+            (
+                args(None),
+                Some(":/b:"),
+                Some(home),
+                Ok(KubeconfigSource::Env(vec!["/b".into()])),
+            ),
+            (
+                args(None),
+                Some(""),
+                Some(home),
+                Ok(KubeconfigSource::Home("/home/op/.kube/config".into())),
+            ),
+            (
+                args(None),
+                None,
+                Some(home),
+                Ok(KubeconfigSource::Home("/home/op/.kube/config".into())),
+            ),
+            (
+                args(None),
+                None,
+                None,
+                Err("pass --kubeconfig PATH or set KUBECONFIG"),
+            ),
+        ];
+        for (args, env, home, want) in rows {
+            let got = KubeconfigSource::choose(&args, env.map(OsStr::new), home);
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want),
+                (Err(got), Err(want)) => assert!(got.to_string().contains(want), "{got}"),
+                (got, want) => panic!("{args:?} {env:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}

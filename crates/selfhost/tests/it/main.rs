@@ -1,0 +1,14 @@
+//! The engine against a simulated cluster over real HTTP.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is a failed test
+
+mod client;
+mod retry;
+
+use selfhost_sim::{SimServer, SimServerOptions};
+
+/// A plain-HTTP simulator.
+pub async fn sim() -> SimServer {
+    SimServer::start(SimServerOptions::default())
+        .await
+        .expect("simulator starts")
+}
