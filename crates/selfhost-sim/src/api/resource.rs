@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::response::Response;
 use bytes::Bytes;
 use http::HeaderMap;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::path::{ResourceRequest, Verb};
 use super::query::Query;
@@ -36,6 +36,7 @@ impl Call<'_> {
     pub(crate) fn subresource(&self) -> Subresource {
         match self.req.subresource.as_deref() {
             Some("status") => Subresource::Status,
+            Some("finalize") => Subresource::Finalize,
             _ => Subresource::Main,
         }
     }
@@ -152,23 +153,6 @@ fn update(call: &Call<'_>) -> Result<Response, ApiError> {
     let rt = &call.req.resource;
     let obj = decode_object(call.headers, &call.body)?;
     let opts = call.query.write_options(call.user_agent())?;
-    if call.req.subresource.as_deref() == Some("finalize") {
-        // Namespaces: only spec.finalizers change through /finalize.
-        let finalizers = obj
-            .get("spec")
-            .and_then(|s| s.get("finalizers"))
-            .cloned()
-            .unwrap_or_else(|| json!([]));
-        let written =
-            call.app
-                .store
-                .modify(rt, "", call.name(), Subresource::Status, &opts, |cur| {
-                    let mut new = cur.clone();
-                    new["spec"]["finalizers"] = finalizers;
-                    Ok(new)
-                });
-        return written.map(|w| respond::json(200, &*w.object));
-    }
     let written = call.app.store.update(
         rt,
         call.namespace(),

@@ -508,3 +508,35 @@ async fn a_terminating_namespace_takes_its_content_and_refuses_new_content() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn finalizing_an_empty_terminating_namespace_removes_it() {
+    let sim = sim().await;
+    // Without the namespace cleanup running, only /finalize can let the namespace go.
+    sim.garbage_collector().set_enabled(false);
+    let namespaces: Api<Namespace> = Api::all(sim.client());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "empty"}})),
+        )
+        .await
+        .unwrap();
+    let terminating = namespaces
+        .delete("empty", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(
+        terminating.spec.as_ref().unwrap().finalizers.as_deref(),
+        Some(&["kubernetes".to_string()][..])
+    );
+    let mut finalized = terminating.clone();
+    finalized.spec.as_mut().unwrap().finalizers = Some(vec![]);
+    namespaces
+        .replace_subresource("finalize", "empty", &PostParams::default(), &finalized)
+        .await
+        .unwrap();
+    assert!(is_gone(&namespaces, "empty").await);
+}
