@@ -341,6 +341,10 @@ impl SimServer {
                 let Some(core) = weak.upgrade() else { return };
                 core.crash().await;
                 tokio::time::sleep(duration).await;
+                if core.running().is_some() {
+                    // Someone restarted it already.
+                    return;
+                }
                 if let Err(e) = core.listen().await {
                     tracing::error!(error = %e, "the simulated apiserver could not come back");
                 }
