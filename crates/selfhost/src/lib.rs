@@ -5,6 +5,7 @@ pub mod client;
 pub mod error;
 pub mod health;
 pub mod retry;
+pub mod view;
 
 pub use client::{ClientArgs, ClientError, Clients, connect};
 pub use error::{ApiCallError, FailureKind};

@@ -1,0 +1,246 @@
+//! A live view of the objects the engine decides on, kept current by watches.
+//!
+//! Instead of polling (kubeadm read every object every 500 ms), the engine lists and watches
+//! exactly the objects it needs — the kube-system DaemonSets, the control-plane pods (by
+//! label, so that a cluster with 100,000 other pods costs nothing), the control-plane nodes and
+//! the kube-system Leases — and rebuilds its observation from these caches whenever something
+//! changes. The watches use kube-runtime's backoff, so they outlive an API server handing over
+//! or crashing: they reconnect and relist by themselves.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use selfhost_core::component::{APP_LABEL, BACKUP_LABEL, Component, NAMESPACE};
+
+/// Label of control-plane nodes.
+const CONTROL_PLANE_NODE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+
+/// The watched caches, and a change counter that waiters block on.
+pub struct ClusterView {
+    /// DaemonSets in kube-system.
+    pub daemonsets: Store<DaemonSet>,
+    /// Pods of the self-hosted DaemonSets.
+    pub pods: Store<Pod>,
+    /// Pods of backup DaemonSets.
+    pub backup_pods: Store<Pod>,
+    /// Control-plane nodes.
+    pub nodes: Store<Node>,
+    /// Leases in kube-system (leader election, apiserver identity).
+    pub leases: Store<Lease>,
+    changes: watch::Receiver<u64>,
+    last_error: Arc<Mutex<Option<String>>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for ClusterView {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// A wait on the view that ran out of time.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{what} did not happen within {waited:?}{}", last_error.as_ref().map(|e| format!("; last error from the API: {e}")).unwrap_or_default())]
+pub struct ViewTimeout {
+    /// What was waited for.
+    pub what: String,
+    /// How long.
+    pub waited: Duration,
+    /// The last error any watch met, if one did.
+    pub last_error: Option<String>,
+}
+
+struct Shared {
+    changes: watch::Sender<u64>,
+    last_error: Arc<Mutex<Option<String>>>,
+}
+
+fn spawn_reflector<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    shared: &Arc<Shared>,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (store, writer) = reflector::store::<K>();
+    let shared = Arc::clone(shared);
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(api, config)
+            .default_backoff()
+            .reflect(writer)
+            .boxed();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                Ok(_) => {
+                    shared.changes.send_modify(|n| *n += 1);
+                }
+                Err(err) => {
+                    let text = err.to_string();
+                    tracing::debug!(error = %text, "watch interrupted; it resumes by itself");
+                    if let Ok(mut last) = shared.last_error.lock() {
+                        *last = Some(text);
+                    }
+                }
+            }
+        }
+    });
+    (store, task)
+}
+
+impl ClusterView {
+    /// Starts the watches. They fill in the background; see [`ClusterView::ready`].
+    pub fn start(client: &kube::Client) -> ClusterView {
+        let (changes_tx, changes) = watch::channel(0);
+        let last_error = Arc::new(Mutex::new(None));
+        let shared = Arc::new(Shared {
+            changes: changes_tx,
+            last_error: Arc::clone(&last_error),
+        });
+        let real_apps: Vec<String> = Component::ALL.iter().map(|c| c.app_label_value()).collect();
+        let real_selector = format!("{APP_LABEL} in ({})", real_apps.join(","));
+
+        let ns = |c: &kube::Client| c.clone();
+        let (daemonsets, t1) = spawn_reflector(
+            Api::<DaemonSet>::namespaced(ns(client), NAMESPACE),
+            watcher::Config::default(),
+            &shared,
+        );
+        let (pods, t2) = spawn_reflector(
+            Api::<Pod>::namespaced(ns(client), NAMESPACE),
+            watcher::Config::default().labels(&real_selector),
+            &shared,
+        );
+        let (backup_pods, t3) = spawn_reflector(
+            Api::<Pod>::namespaced(ns(client), NAMESPACE),
+            watcher::Config::default().labels(BACKUP_LABEL),
+            &shared,
+        );
+        let (nodes, t4) = spawn_reflector(
+            Api::<Node>::all(ns(client)),
+            watcher::Config::default().labels(CONTROL_PLANE_NODE_LABEL),
+            &shared,
+        );
+        let (leases, t5) = spawn_reflector(
+            Api::<Lease>::namespaced(ns(client), NAMESPACE),
+            watcher::Config::default(),
+            &shared,
+        );
+        ClusterView {
+            daemonsets,
+            pods,
+            backup_pods,
+            nodes,
+            leases,
+            changes,
+            last_error,
+            tasks: vec![t1, t2, t3, t4, t5],
+        }
+    }
+
+    /// Waits until every watch has listed its objects once.
+    pub async fn ready(&self, timeout: Duration) -> Result<(), ViewTimeout> {
+        let all = async {
+            let _ = self.daemonsets.wait_until_ready().await;
+            let _ = self.pods.wait_until_ready().await;
+            let _ = self.backup_pods.wait_until_ready().await;
+            let _ = self.nodes.wait_until_ready().await;
+            let _ = self.leases.wait_until_ready().await;
+        };
+        tokio::time::timeout(timeout, all).await.map_err(|_| {
+            self.timeout(
+                "the first list of the cluster's control-plane objects",
+                timeout,
+            )
+        })
+    }
+
+    /// The last error a watch met (cleared by nothing: it is for messages, not decisions).
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    fn timeout(&self, what: &str, waited: Duration) -> ViewTimeout {
+        ViewTimeout {
+            what: what.to_string(),
+            waited,
+            last_error: self.last_error(),
+        }
+    }
+
+    /// Waits until `done` holds for the view, re-checking after every change, until
+    /// `deadline`. `what` names the condition in the timeout error.
+    pub async fn wait_until(
+        &mut self,
+        what: &str,
+        deadline: Instant,
+        mut done: impl FnMut(&ClusterView) -> bool,
+    ) -> Result<(), ViewTimeout> {
+        let started = Instant::now();
+        loop {
+            self.changes.borrow_and_update();
+            if done(self) {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, self.changes.changed()).await {
+                Ok(Ok(())) => {}
+                // The sender lives in the watch tasks, which end only when the view is dropped.
+                Ok(Err(_)) | Err(_) => return Err(self.timeout(what, started.elapsed())),
+            }
+        }
+    }
+
+    /// Waits for the next change of any watched object, or until `deadline`; returns whether
+    /// something changed.
+    pub async fn next_change(&mut self, deadline: Instant) -> bool {
+        self.changes.borrow_and_update();
+        matches!(
+            tokio::time::timeout_at(deadline, self.changes.changed()).await,
+            Ok(Ok(()))
+        )
+    }
+}
+
+/// Whether a cached object has caught up with a write that returned `written` as its
+/// resourceVersion. Resource versions are opaque, but every real apiserver (and ours) hands
+/// out increasing integers; if either does not parse, only equality counts.
+pub fn caught_up(cached: Option<&str>, written: &str) -> bool {
+    match (
+        cached.and_then(|c| c.parse::<u64>().ok()),
+        written.parse::<u64>().ok(),
+    ) {
+        (Some(c), Some(w)) => c >= w,
+        _ => cached == Some(written),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caught_up_compares_numbers_when_it_can() {
+        assert!(caught_up(Some("12"), "12"));
+        assert!(caught_up(Some("13"), "12"));
+        assert!(!caught_up(Some("11"), "12"));
+        assert!(!caught_up(None, "12"));
+        assert!(caught_up(Some("abc"), "abc"));
+        assert!(!caught_up(Some("abd"), "abc"));
+    }
+}

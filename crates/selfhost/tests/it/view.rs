@@ -1,0 +1,99 @@
+//! The watched view follows the cluster, and survives the API server going away.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use selfhost::client::{KubeconfigSource, connect_with};
+use selfhost::view::ClusterView;
+use selfhost_sim::resources::DAEMONSETS;
+use selfhost_sim::store::WriteOptions;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::sim;
+
+fn daemonset(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": { "name": name, "namespace": "kube-system" },
+        "spec": {
+            "selector": { "matchLabels": { "app": name } },
+            "template": { "metadata": { "labels": { "app": name } },
+                          "spec": { "containers": [{ "name": "c", "image": "busybox" }] } },
+        },
+    })
+}
+
+fn has(view: &ClusterView, name: &str) -> bool {
+    view.daemonsets
+        .state()
+        .iter()
+        .any(|d: &std::sync::Arc<DaemonSet>| d.metadata.name.as_deref() == Some(name))
+}
+
+#[tokio::test]
+async fn the_view_sees_changes_and_outlives_an_apiserver_crash() {
+    let sim = sim().await;
+    let clients = connect_with(&KubeconfigSource::Flag(sim.kubeconfig_path().into()), None)
+        .await
+        .unwrap();
+    let mut view = ClusterView::start(&clients.api);
+    view.ready(Duration::from_secs(10))
+        .await
+        .expect("initial list");
+
+    sim.store()
+        .create(
+            &DAEMONSETS,
+            "kube-system",
+            daemonset("first"),
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    view.wait_until("DaemonSet first to appear", deadline, |v| has(v, "first"))
+        .await
+        .expect("seen");
+
+    // The API goes away; a change happens meanwhile (the store is etcd: it survives).
+    sim.crash().await;
+    sim.store()
+        .create(
+            &DAEMONSETS,
+            "kube-system",
+            daemonset("second"),
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    sim.restart().await.expect("restart");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    view.wait_until(
+        "DaemonSet second to appear after the restart",
+        deadline,
+        |v| has(v, "second"),
+    )
+    .await
+    .expect("the watch reconnected and relisted");
+}
+
+#[tokio::test]
+async fn a_wait_that_runs_out_names_what_it_waited_for() {
+    let sim = sim().await;
+    let clients = connect_with(&KubeconfigSource::Flag(sim.kubeconfig_path().into()), None)
+        .await
+        .unwrap();
+    let mut view = ClusterView::start(&clients.api);
+    view.ready(Duration::from_secs(10))
+        .await
+        .expect("initial list");
+    let deadline = Instant::now() + Duration::from_millis(200);
+    let err = view
+        .wait_until("DaemonSet never to appear", deadline, |v| has(v, "never"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("DaemonSet never to appear did not happen within"),
+        "{err}"
+    );
+}
