@@ -22,4 +22,5 @@ pub mod taints;
 pub mod daemonset;
 #[cfg(test)]
 mod fixtures;
+pub mod kubelet;
 pub mod node_lifecycle;

@@ -1,0 +1,463 @@
+//! One node's kubelet: the pods it runs (from the API and from manifest files), their
+//! processes and ports, the statuses and deletions it reports, its mirror pods and heartbeats.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, PodStatus};
+use k8s_openapi::jiff::Timestamp;
+
+use super::config::KubeletConfig;
+use super::images::Registry;
+use super::node::{NodeHealth, node_conditions};
+use super::pod::{PodSource, PodWorker, grace_period};
+use super::ports::PortTable;
+use super::probe::{OwnProcessReadiness, ReadinessModel};
+use super::process::Process;
+use super::report::{KubeletReport, PodRef, StatusUpdate};
+use super::runtime::NodeRuntime;
+use super::static_pods::{self, config_hash, mirror_hash};
+use crate::controllers::{clock, objects};
+
+/// The state of the machine and its kubelet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    /// Running normally.
+    Up,
+    /// The kubelet runs and posts `Ready=False` (its container runtime is down): no pod makes
+    /// progress, running processes keep running.
+    NotReady,
+    /// The machine is off: every process is gone, nothing is reported, nothing progresses.
+    Down,
+}
+
+#[derive(Debug, Clone)]
+struct MirrorRecord {
+    reference: PodRef,
+    hash: Option<String>,
+}
+
+/// A simulated kubelet. Feed it what its watches deliver ([`Kubelet::observe_pod`],
+/// [`Kubelet::pod_removed`]), what its manifest directory holds
+/// ([`Kubelet::set_static_pods`]), and advance it in time ([`Kubelet::advance`]).
+#[derive(Debug)]
+pub struct Kubelet {
+    config: KubeletConfig,
+    state: NodeState,
+    rt: NodeRuntime,
+    pods: BTreeMap<String, PodWorker>,
+    acknowledged: BTreeMap<String, PodStatus>,
+    mirrors: BTreeMap<(String, String), MirrorRecord>,
+    node_conditions: Vec<NodeCondition>,
+    node_uid: Option<String>,
+    last_lease: Option<Timestamp>,
+    last_status_post: Option<Timestamp>,
+    posted_health: Option<NodeHealth>,
+    next_ip: u32,
+}
+
+impl std::fmt::Debug for NodeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeRuntime")
+            .field("processes", &self.processes.len())
+            .field("images", &self.images.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Kubelet {
+    /// A kubelet with the default readiness model.
+    pub fn new(config: KubeletConfig) -> Self {
+        Self::with_readiness(config, Arc::new(OwnProcessReadiness))
+    }
+
+    /// A kubelet whose readiness probes are answered by `model`.
+    pub fn with_readiness(config: KubeletConfig, model: Arc<dyn ReadinessModel>) -> Self {
+        Kubelet {
+            rt: NodeRuntime::new(&config.node_name, config.timings, model),
+            config,
+            state: NodeState::Up,
+            pods: BTreeMap::new(),
+            acknowledged: BTreeMap::new(),
+            mirrors: BTreeMap::new(),
+            node_conditions: Vec::new(),
+            node_uid: None,
+            last_lease: None,
+            last_status_post: None,
+            posted_health: None,
+            next_ip: 0,
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &KubeletConfig {
+        &self.config
+    }
+
+    /// The machine's state.
+    pub fn node_state(&self) -> NodeState {
+        self.state
+    }
+
+    /// Every process on the node, by id (exited ones until their container moves on).
+    pub fn processes(&self) -> impl Iterator<Item = &Process> {
+        self.rt.processes.values()
+    }
+
+    /// Who holds which host port.
+    pub fn ports(&self) -> &PortTable {
+        &self.rt.ports
+    }
+
+    /// The uids of the pods it runs or is stopping.
+    pub fn pod_uids(&self) -> impl Iterator<Item = &str> {
+        self.pods.keys().map(String::as_str)
+    }
+
+    /// The status it would write for a pod (by its uid on the node) at `now`.
+    pub fn pod_status(&self, uid: &str, now: Timestamp) -> Option<PodStatus> {
+        let worker = self.pods.get(uid)?;
+        Some(super::status::pod_status(
+            worker,
+            now,
+            &self.config.node_ip,
+            &self.rt,
+        ))
+    }
+
+    /// The Node as the API holds it (the kubelet needs its uid to own mirror pods).
+    pub fn observe_node(&mut self, node: &Node) {
+        self.node_uid.clone_from(&node.metadata.uid);
+    }
+
+    /// A pod from the API (add or update). Pods bound elsewhere are ignored; mirror pods are
+    /// remembered, not run.
+    pub fn observe_pod(&mut self, pod: &Pod, now: Timestamp) {
+        if self.state == NodeState::Down {
+            return;
+        }
+        let bound_here = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+            == Some(self.config.node_name.as_str());
+        if !bound_here {
+            return;
+        }
+        let reference = PodRef::of(pod);
+        if static_pods::is_mirror_pod(pod) {
+            let key = (reference.namespace.clone(), reference.name.clone());
+            self.mirrors.insert(
+                key,
+                MirrorRecord {
+                    hash: mirror_hash(pod).map(str::to_string),
+                    reference,
+                },
+            );
+            return;
+        }
+        match self.pods.get_mut(&reference.uid) {
+            Some(worker) => {
+                worker.pod = pod.clone();
+                if objects::is_terminating(&pod.metadata) {
+                    worker.request_stop(now, grace_period(pod), &mut self.rt);
+                }
+            }
+            None => {
+                if objects::is_pod_terminal(pod) {
+                    return;
+                }
+                let mut worker = PodWorker::new(pod.clone(), PodSource::Api);
+                if objects::is_terminating(&pod.metadata) {
+                    // Deleted before it ever ran here: nothing to stop.
+                    worker.request_stop(now, grace_period(pod), &mut self.rt);
+                } else {
+                    worker.admit(now, &self.rt);
+                }
+                self.pods.insert(reference.uid, worker);
+            }
+        }
+    }
+
+    /// A pod disappeared from the API. A pod still running is stopped with its grace period
+    /// (its processes linger until they exit); nothing more is reported for it.
+    pub fn pod_removed(&mut self, uid: &str, now: Timestamp) {
+        self.mirrors.retain(|_, m| m.reference.uid != uid);
+        self.acknowledged.remove(uid);
+        let Some(worker) = self.pods.get_mut(uid) else {
+            return;
+        };
+        if worker.source != PodSource::Api {
+            return;
+        }
+        if worker.is_finished() {
+            self.pods.remove(uid);
+            return;
+        }
+        worker.orphaned = true;
+        let grace = grace_period(&worker.pod);
+        worker.request_stop(now, grace, &mut self.rt);
+    }
+
+    /// The static pods its manifest directory holds now (each built with
+    /// [`static_pods::static_pod`]). New ones start (after a terminating pod of the same name
+    /// has stopped); removed or changed ones stop with their grace period.
+    pub fn set_static_pods(&mut self, pods: &[Pod], now: Timestamp) {
+        let wanted: BTreeMap<String, &Pod> = pods
+            .iter()
+            .filter_map(|p| Some((config_hash(p)?.to_string(), p)))
+            .collect();
+        let stale: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(uid, w)| {
+                matches!(w.source, PodSource::StaticFile { .. }) && !wanted.contains_key(*uid)
+            })
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in stale {
+            if let Some(worker) = self.pods.get_mut(&uid) {
+                let grace = grace_period(&worker.pod);
+                worker.request_stop(now, grace, &mut self.rt);
+            }
+        }
+        for (hash, pod) in wanted {
+            if self.pods.contains_key(&hash) {
+                continue;
+            }
+            let file = objects::annotations(&pod.metadata)
+                .get(static_pods::CONFIG_SOURCE_ANNOTATION)
+                .cloned()
+                .unwrap_or_default();
+            self.pods.insert(
+                hash,
+                PodWorker::new(pod.clone(), PodSource::StaticFile { file }),
+            );
+        }
+        self.admit_static_pods(now);
+    }
+
+    /// Static pods wait until no other pod of the same name is still stopping.
+    fn admit_static_pods(&mut self, now: Timestamp) {
+        let busy: Vec<(String, String)> = self
+            .pods
+            .values()
+            .filter(|w| w.admitted_at.is_some() && !w.is_finished())
+            .map(|w| (w.reference.namespace.clone(), w.reference.name.clone()))
+            .collect();
+        for worker in self.pods.values_mut() {
+            let name = (
+                worker.reference.namespace.clone(),
+                worker.reference.name.clone(),
+            );
+            if worker.admitted_at.is_none() && worker.stop.is_none() && !busy.contains(&name) {
+                worker.admit(now, &self.rt);
+            }
+        }
+    }
+
+    /// Switches the machine's state at `now`.
+    pub fn set_node_state(&mut self, state: NodeState, now: Timestamp) {
+        if state == self.state {
+            return;
+        }
+        match (self.state, state) {
+            (_, NodeState::Down) => {
+                self.rt.kill_all(now);
+                for worker in self.pods.values_mut() {
+                    worker.machine_down(now);
+                }
+            }
+            (NodeState::Down, _) => {
+                // A restarted kubelet has no back-off memory; its pods start over.
+                self.rt.crash_backoff =
+                    crate::controllers::backoff::Backoff::new(self.config.timings.crash_loop);
+                self.rt.pull_backoff =
+                    crate::controllers::backoff::Backoff::new(self.config.timings.image_pull);
+                for worker in self.pods.values_mut() {
+                    worker.machine_up(now, &mut self.rt);
+                }
+                self.last_lease = None;
+            }
+            _ => {}
+        }
+        self.state = state;
+    }
+
+    /// Records that a status was written, so it is not reported again.
+    pub fn acknowledge_status(&mut self, uid: &str, status: &PodStatus) {
+        self.acknowledged.insert(uid.to_string(), status.clone());
+    }
+
+    /// Moves every pod forward to `now` and reports what the API should learn.
+    pub fn advance(&mut self, registry: &Registry, now: Timestamp) -> KubeletReport {
+        let mut report = KubeletReport::default();
+        if self.state == NodeState::Down {
+            return report;
+        }
+        if self.state == NodeState::Up {
+            self.run_until(registry, now);
+        }
+        self.collect_deletions(&mut report);
+        self.collect_statuses(&mut report, now);
+        self.collect_mirrors(&mut report);
+        report.events = std::mem::take(&mut self.rt.events);
+        self.heartbeat(&mut report, now);
+        if self.state == NodeState::Up {
+            let pending = self
+                .pods
+                .values()
+                .filter_map(|w| w.next_event(&self.rt))
+                .min();
+            report.next_wakeup = clock::earliest(report.next_wakeup, pending);
+        }
+        report
+    }
+
+    fn run_until(&mut self, registry: &Registry, now: Timestamp) {
+        let [a, b, c] = self.config.pod_subnet;
+        loop {
+            let due = self
+                .pods
+                .iter()
+                .filter_map(|(uid, w)| Some((w.next_event(&self.rt)?, uid.clone())))
+                .min();
+            let Some((at, uid)) = due.filter(|(at, _)| *at <= now) else {
+                break;
+            };
+            let next_ip = &mut self.next_ip;
+            let mut allocate = || {
+                // .1 is the gateway; addresses .2 to .254 are handed out in turn.
+                let host = 2 + *next_ip % 253;
+                *next_ip += 1;
+                format!("{a}.{b}.{c}.{host}")
+            };
+            if let Some(worker) = self.pods.get_mut(&uid) {
+                worker.step(at, &mut self.rt, registry, &mut allocate);
+            }
+            self.admit_static_pods(at);
+        }
+    }
+
+    fn collect_deletions(&mut self, report: &mut KubeletReport) {
+        let mut gone = Vec::new();
+        for (uid, worker) in &mut self.pods {
+            if !worker.is_finished() {
+                continue;
+            }
+            match &worker.source {
+                PodSource::Api if worker.orphaned => gone.push(uid.clone()),
+                PodSource::Api if !worker.deletion_reported => {
+                    worker.deletion_reported = true;
+                    report.finished_deletions.push(worker.reference.clone());
+                }
+                PodSource::Api => {}
+                PodSource::StaticFile { .. } => gone.push(uid.clone()),
+            }
+        }
+        for uid in gone {
+            self.pods.remove(&uid);
+        }
+    }
+
+    /// Where a pod's status goes: the API pod, or the mirror of a static pod.
+    fn status_target(&self, worker: &PodWorker) -> Option<PodRef> {
+        match worker.source {
+            PodSource::Api if worker.orphaned => None,
+            PodSource::Api => Some(worker.reference.clone()),
+            PodSource::StaticFile { .. } => {
+                let key = (
+                    worker.reference.namespace.clone(),
+                    worker.reference.name.clone(),
+                );
+                let mirror = self.mirrors.get(&key)?;
+                (mirror.hash.as_deref() == Some(worker.reference.uid.as_str()))
+                    .then(|| mirror.reference.clone())
+            }
+        }
+    }
+
+    fn collect_statuses(&mut self, report: &mut KubeletReport, now: Timestamp) {
+        for worker in self.pods.values() {
+            if worker.admitted_at.is_none() && worker.stop.is_none() {
+                continue;
+            }
+            let Some(target) = self.status_target(worker) else {
+                continue;
+            };
+            let status = super::status::pod_status(worker, now, &self.config.node_ip, &self.rt);
+            if self.acknowledged.get(&target.uid) != Some(&status) {
+                report.status_updates.push(StatusUpdate {
+                    pod: target,
+                    status,
+                });
+            }
+        }
+    }
+
+    fn collect_mirrors(&mut self, report: &mut KubeletReport) {
+        let live: BTreeMap<(String, String), &PodWorker> = self
+            .pods
+            .values()
+            .filter(|w| {
+                matches!(w.source, PodSource::StaticFile { .. })
+                    && w.admitted_at.is_some()
+                    && !w.is_finished()
+            })
+            .map(|w| ((w.reference.namespace.clone(), w.reference.name.clone()), w))
+            .collect();
+        for (key, mirror) in &self.mirrors {
+            let matches = live
+                .get(key)
+                .is_some_and(|w| mirror.hash.as_deref() == Some(w.reference.uid.as_str()));
+            if !matches {
+                report.mirror_pods_to_delete.push(mirror.reference.clone());
+            }
+        }
+        let Some(node_uid) = self.node_uid.as_deref() else {
+            return;
+        };
+        for (key, worker) in live {
+            if worker.stop.is_none() && !self.mirrors.contains_key(&key) {
+                report.mirror_pods_to_create.push(static_pods::mirror_pod(
+                    &worker.pod,
+                    &self.config.node_name,
+                    node_uid,
+                ));
+            }
+        }
+    }
+
+    fn heartbeat(&mut self, report: &mut KubeletReport, now: Timestamp) {
+        let timings = self.config.timings;
+        let lease_due = self
+            .last_lease
+            .is_none_or(|last| clock::after(last, timings.lease_renew_interval) <= now);
+        if lease_due {
+            self.last_lease = Some(now);
+            report.lease_renewal = Some(now);
+        }
+        let health = if self.state == NodeState::Up {
+            NodeHealth::Ready
+        } else {
+            NodeHealth::NotReady
+        };
+        let post_due = self.posted_health != Some(health)
+            || self
+                .last_status_post
+                .is_none_or(|last| clock::after(last, timings.node_status_report_interval) <= now);
+        if post_due {
+            self.node_conditions = node_conditions(&self.node_conditions, health, now);
+            self.posted_health = Some(health);
+            self.last_status_post = Some(now);
+            report.node_status = Some(k8s_openapi::api::core::v1::NodeStatus {
+                conditions: Some(self.node_conditions.clone()),
+                ..Default::default()
+            });
+        }
+        let next_lease = self
+            .last_lease
+            .map(|l| clock::after(l, timings.lease_renew_interval));
+        let next_post = self
+            .last_status_post
+            .map(|l| clock::after(l, timings.node_status_report_interval));
+        report.next_wakeup = clock::earliest(next_lease, next_post);
+    }
+}

@@ -1,0 +1,51 @@
+//! The kubelet of each simulated node, as a state machine with injected time.
+//!
+//! A pod goes through admission, the sandbox (`PodReadyToStartContainers`), image pull (or
+//! `ErrImagePull`/`ImagePullBackOff` when the registry does not know the image), container
+//! creation, the process start, and readiness after the readiness delay. Processes are
+//! modelled apart from pod objects: they hold host ports (with SO_REUSEPORT semantics), crash
+//! and restart under the kubelet's crash-loop back-off, and exit after SIGTERM or at SIGKILL
+//! when the grace period ends — a Terminating pod's process still holds its ports until then.
+//!
+//! The wiring feeds a [`Kubelet`] what its watches and manifest directory show, calls
+//! [`Kubelet::advance`] at the time the report's `next_wakeup` asks for (or on any change), and
+//! writes back the [`KubeletReport`].
+
+mod agent;
+mod config;
+mod container;
+mod images;
+mod node;
+mod pod;
+mod ports;
+mod probe;
+mod process;
+mod report;
+mod runtime;
+mod static_pods;
+mod status;
+
+pub use agent::{Kubelet, NodeState};
+pub use config::{KubeletConfig, Timings};
+pub use container::go_duration;
+pub use images::{
+    CONTROL_PLANE_COMPONENTS, DEFAULT_REPOSITORY, ImageBehaviour, ImageRef, InvalidImageName,
+    Registry,
+};
+pub use node::{NODE_LEASE_NAMESPACE, NodeHealth, node_conditions, node_lease, registration};
+pub use ports::{
+    AddressInUse, HostPort, PortClaim, PortTable, Protocol, binary_name, bool_flag,
+    default_secure_port, flag_value, port_claim,
+};
+pub use probe::{OwnProcessReadiness, ProbeContext, ProbeResult, ReadinessModel};
+pub use process::{Exit, Process, ProcessId, ProcessState, stable_hex, stable_uuid};
+pub use report::{KubeletEvent, KubeletReport, PodRef, StatusUpdate};
+pub use runtime::SIGKILL_EXIT_CODE;
+pub use static_pods::{
+    CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SEEN_ANNOTATION,
+    CONFIG_SOURCE_ANNOTATION, ManifestError, config_hash, is_mirror_pod, mirror_hash, mirror_pod,
+    parse_manifest, static_pod,
+};
+
+#[cfg(test)]
+mod tests;

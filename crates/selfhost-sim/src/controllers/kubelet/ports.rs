@@ -1,0 +1,400 @@
+//! Host ports: which ports a container's process binds on its node, and the node's table of
+//! who holds what.
+//!
+//! A hostNetwork control-plane process binds the port its flags name (`--secure-port`, by
+//! default 6443 for kube-apiserver, 10257 for kube-controller-manager, 10259 for
+//! kube-scheduler) plus any declared `hostPort`. A second process may bind a held port only
+//! if it and every holder run with `--permit-port-sharing=true` (SO_REUSEPORT); otherwise it
+//! fails with `bind: address already in use`. A process keeps its ports until it exits, even
+//! while its pod is Terminating.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+use super::images::ImageRef;
+use super::process::ProcessId;
+
+/// A transport protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+impl Protocol {
+    fn parse(s: Option<&str>) -> Self {
+        match s {
+            Some("UDP") => Protocol::Udp,
+            Some("SCTP") => Protocol::Sctp,
+            _ => Protocol::Tcp,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Sctp => "sctp",
+        }
+    }
+}
+
+/// One port on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostPort {
+    /// Its protocol.
+    pub protocol: Protocol,
+    /// Its number.
+    pub port: u16,
+}
+
+impl HostPort {
+    /// A TCP port.
+    pub fn tcp(port: u16) -> Self {
+        HostPort {
+            protocol: Protocol::Tcp,
+            port,
+        }
+    }
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} 0.0.0.0:{}", self.protocol.as_str(), self.port)
+    }
+}
+
+/// The ports a process will bind, and whether it sets SO_REUSEPORT.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortClaim {
+    /// Ports, sorted, without duplicates.
+    pub ports: Vec<HostPort>,
+    /// `--permit-port-sharing=true`.
+    pub permit_sharing: bool,
+}
+
+/// The secure port a control-plane binary listens on when its flags do not say.
+pub fn default_secure_port(binary: &str) -> Option<u16> {
+    match binary {
+        "kube-apiserver" => Some(6443),
+        "kube-controller-manager" => Some(10257),
+        "kube-scheduler" => Some(10259),
+        _ => None,
+    }
+}
+
+/// The binary a container runs: the base name of `command[0]`, else the image's name.
+pub fn binary_name(container: &Container) -> Option<String> {
+    if let Some(first) = container.command.as_deref().and_then(|c| c.first()) {
+        return first.rsplit('/').next().map(str::to_string);
+    }
+    let image = container.image.as_deref()?;
+    ImageRef::parse(image).ok().map(|r| r.name().to_string())
+}
+
+fn command_line(container: &Container) -> Vec<&String> {
+    container
+        .command
+        .iter()
+        .flatten()
+        .chain(container.args.iter().flatten())
+        .collect()
+}
+
+/// The value of `--name=value` or `--name value` in the container's command and args. The
+/// last occurrence wins, as with pflag.
+pub fn flag_value(container: &Container, name: &str) -> Option<String> {
+    let words = command_line(container);
+    let long = format!("--{name}");
+    let mut value = None;
+    for (i, word) in words.iter().enumerate() {
+        if let Some(v) = word
+            .strip_prefix(&long)
+            .and_then(|rest| rest.strip_prefix('='))
+        {
+            value = Some(v.to_string());
+        } else if **word == long {
+            value = words.get(i + 1).map(|next| (*next).clone());
+        }
+    }
+    value
+}
+
+/// A boolean flag: `--name` or `--name=true` is true, `--name=false` false; a bool flag never
+/// takes the next word as its value.
+pub fn bool_flag(container: &Container, name: &str) -> Option<bool> {
+    let long = format!("--{name}");
+    let mut value = None;
+    for word in command_line(container) {
+        if *word == long {
+            value = Some(true);
+        } else if let Some(v) = word
+            .strip_prefix(&long)
+            .and_then(|rest| rest.strip_prefix('='))
+        {
+            value = Some(matches!(v, "true" | "1" | "t" | "T" | "TRUE" | "True"));
+        }
+    }
+    value
+}
+
+/// The ports the container's process binds on the node (only hostNetwork pods bind host
+/// ports themselves; a `hostPort` of a pod-network container is the scheduler's concern).
+pub fn port_claim(spec: &PodSpec, container: &Container) -> PortClaim {
+    if spec.host_network != Some(true) {
+        return PortClaim::default();
+    }
+    let mut ports = Vec::new();
+    if let Some(binary) = binary_name(container)
+        && let Some(default) = default_secure_port(&binary)
+    {
+        let port = match flag_value(container, "secure-port") {
+            Some(v) => v.parse::<u16>().unwrap_or(default),
+            None => default,
+        };
+        // `--secure-port=0` turns serving off.
+        if port != 0 {
+            ports.push(HostPort::tcp(port));
+        }
+    }
+    for declared in container.ports.iter().flatten() {
+        let number = declared
+            .host_port
+            .filter(|p| *p > 0)
+            .unwrap_or(declared.container_port);
+        if let Ok(port) = u16::try_from(number)
+            && port > 0
+        {
+            ports.push(HostPort {
+                protocol: Protocol::parse(declared.protocol.as_deref()),
+                port,
+            });
+        }
+    }
+    ports.sort();
+    ports.dedup();
+    PortClaim {
+        ports,
+        permit_sharing: bool_flag(container, "permit-port-sharing") == Some(true),
+    }
+}
+
+/// A failed bind, worded as Go's net package reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("listen {port}: bind: address already in use")]
+pub struct AddressInUse {
+    /// The contested port.
+    pub port: HostPort,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Holder {
+    process: ProcessId,
+    permits_sharing: bool,
+}
+
+/// Who holds which port on one node.
+#[derive(Debug, Clone, Default)]
+pub struct PortTable {
+    holders: BTreeMap<HostPort, Vec<Holder>>,
+}
+
+impl PortTable {
+    /// Binds every port of the claim for `process`, or none of them.
+    ///
+    /// # Errors
+    /// The first port held by a process when either side does not permit sharing.
+    pub fn bind(&mut self, process: ProcessId, claim: &PortClaim) -> Result<(), AddressInUse> {
+        for port in &claim.ports {
+            let holders = self
+                .holders
+                .get(port)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let shareable = holders
+                .iter()
+                .all(|h| h.permits_sharing && h.process != process);
+            if !(holders.is_empty() || (claim.permit_sharing && shareable)) {
+                return Err(AddressInUse { port: *port });
+            }
+        }
+        for port in &claim.ports {
+            self.holders.entry(*port).or_default().push(Holder {
+                process,
+                permits_sharing: claim.permit_sharing,
+            });
+        }
+        Ok(())
+    }
+
+    /// Releases every port the process holds (it exited).
+    pub fn release(&mut self, process: ProcessId) {
+        self.holders.retain(|_, holders| {
+            holders.retain(|h| h.process != process);
+            !holders.is_empty()
+        });
+    }
+
+    /// The processes holding a port, in bind order (the kernel spreads new connections over
+    /// them when they share it).
+    pub fn holders(&self, port: HostPort) -> Vec<ProcessId> {
+        self.holders
+            .get(&port)
+            .map(|h| h.iter().map(|h| h.process).collect())
+            .unwrap_or_default()
+    }
+
+    /// Every held port.
+    pub fn ports(&self) -> impl Iterator<Item = HostPort> + '_ {
+        self.holders.keys().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ContainerPort;
+
+    fn container(command: &[&str], image: &str) -> Container {
+        Container {
+            name: "c".into(),
+            image: Some(image.into()),
+            command: (!command.is_empty()).then(|| command.iter().map(|s| s.to_string()).collect()),
+            ..Container::default()
+        }
+    }
+
+    fn host_network() -> PodSpec {
+        PodSpec {
+            host_network: Some(true),
+            ..PodSpec::default()
+        }
+    }
+
+    #[test]
+    fn control_plane_binaries_bind_their_secure_port() {
+        let cases = [
+            (
+                vec!["kube-apiserver", "--advertise-address=10.0.0.1"],
+                "registry.k8s.io/kube-apiserver:v1.33.0",
+                vec![6443],
+                false,
+            ),
+            (
+                vec!["kube-apiserver", "--secure-port=8443"],
+                "x/y",
+                vec![8443],
+                false,
+            ),
+            (
+                vec![
+                    "/usr/local/bin/kube-controller-manager",
+                    "--secure-port",
+                    "10300",
+                ],
+                "x/y",
+                vec![10300],
+                false,
+            ),
+            (
+                vec![],
+                "registry.k8s.io/kube-scheduler:v1.33.0",
+                vec![10259],
+                false,
+            ),
+            (
+                vec!["kube-scheduler", "--permit-port-sharing=true"],
+                "x/y",
+                vec![10259],
+                true,
+            ),
+            (
+                vec!["kube-scheduler", "--permit-port-sharing"],
+                "x/y",
+                vec![10259],
+                true,
+            ),
+            (
+                vec!["kube-scheduler", "--permit-port-sharing=false"],
+                "x/y",
+                vec![10259],
+                false,
+            ),
+            (
+                vec!["kube-apiserver", "--secure-port=0"],
+                "x/y",
+                vec![],
+                false,
+            ),
+            (vec!["sleep", "3600"], "busybox", vec![], false),
+        ];
+        for (command, image, ports, sharing) in cases {
+            let claim = port_claim(&host_network(), &container(&command, image));
+            let numbers: Vec<u16> = claim.ports.iter().map(|p| p.port).collect();
+            assert_eq!(
+                (numbers, claim.permit_sharing),
+                (ports, sharing),
+                "{command:?} {image}"
+            );
+        }
+    }
+
+    #[test]
+    fn declared_ports_count_only_on_the_host_network() {
+        let mut c = container(&["server"], "example.com/server");
+        c.ports = Some(vec![ContainerPort {
+            container_port: 8080,
+            protocol: Some("UDP".into()),
+            ..ContainerPort::default()
+        }]);
+        let claim = port_claim(&host_network(), &c);
+        assert_eq!(
+            claim.ports,
+            [HostPort {
+                protocol: Protocol::Udp,
+                port: 8080
+            }]
+        );
+        assert!(port_claim(&PodSpec::default(), &c).ports.is_empty());
+    }
+
+    #[test]
+    fn sharing_needs_every_holder_to_permit_it() {
+        let claim = |sharing| PortClaim {
+            ports: vec![HostPort::tcp(6443)],
+            permit_sharing: sharing,
+        };
+        let cases = [
+            (false, false, false),
+            (true, false, false),
+            (false, true, false),
+            (true, true, true),
+        ];
+        for (first, second, shared) in cases {
+            let mut table = PortTable::default();
+            table.bind(ProcessId(1), &claim(first)).unwrap();
+            let result = table.bind(ProcessId(2), &claim(second));
+            assert_eq!(result.is_ok(), shared, "first={first} second={second}");
+            if let Err(e) = result {
+                assert_eq!(
+                    e.to_string(),
+                    "listen tcp 0.0.0.0:6443: bind: address already in use"
+                );
+            }
+        }
+        let mut table = PortTable::default();
+        table.bind(ProcessId(1), &claim(false)).unwrap();
+        table.release(ProcessId(1));
+        assert!(
+            table.bind(ProcessId(2), &claim(false)).is_ok(),
+            "free again after exit"
+        );
+        assert_eq!(table.holders(HostPort::tcp(6443)), [ProcessId(2)]);
+    }
+}

@@ -1,0 +1,148 @@
+//! Processes, kept apart from pod objects: a process starts after its container is created,
+//! holds its ports from the moment it listens, and exits later than its pod's deletion asked
+//! (a Terminating pod's process still holds its ports).
+//!
+//! This is where later models hook in: a process knows when it started, when it opened its
+//! ports and its identity (`<hostname>_<uuid>`, as leader election and apiserver identity
+//! Leases name it).
+
+use std::fmt;
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::ports::PortClaim;
+
+/// A process id, unique within one kubelet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProcessId(pub u64);
+
+impl fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Why and how a process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exit {
+    /// When it exited.
+    pub at: Timestamp,
+    /// Its exit code (137 when killed).
+    pub code: i32,
+    /// The last words the container status shows as `message` (a bind error, say).
+    pub message: Option<String>,
+}
+
+/// Where a process is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessState {
+    /// Running normally.
+    Running,
+    /// SIGTERM was sent at `signalled_at`; SIGKILL follows at `kill_at`.
+    Stopping {
+        /// When SIGTERM was sent.
+        signalled_at: Timestamp,
+        /// The end of the grace period.
+        kill_at: Timestamp,
+    },
+    /// Gone.
+    Exited(Exit),
+}
+
+/// One process of one container instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// Its id.
+    pub id: ProcessId,
+    /// The pod it belongs to.
+    pub pod_uid: String,
+    /// The container it runs.
+    pub container: String,
+    /// The binary (`kube-apiserver`), when known.
+    pub binary: Option<String>,
+    /// `<hostname>_<uuid>`: unique per process, as leader election names holders.
+    pub identity: String,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// The ports it binds.
+    pub claim: PortClaim,
+    /// When it opened its ports (`None`: not yet, or it has none).
+    pub listening_since: Option<Timestamp>,
+    /// When it will exit on its own, with which code and message (a crash, a failed bind,
+    /// the end of a graceful stop).
+    pub planned_exit: Option<Exit>,
+    /// Its state.
+    pub state: ProcessState,
+}
+
+impl Process {
+    /// Whether it still runs (possibly stopping).
+    pub fn is_alive(&self) -> bool {
+        !matches!(self.state, ProcessState::Exited(_))
+    }
+
+    /// How it ended, once it has.
+    pub fn exit(&self) -> Option<&Exit> {
+        match &self.state {
+            ProcessState::Exited(exit) => Some(exit),
+            _ => None,
+        }
+    }
+
+    /// Plans an exit, keeping an earlier one.
+    pub(super) fn plan_exit(&mut self, exit: Exit) {
+        if self
+            .planned_exit
+            .as_ref()
+            .is_none_or(|planned| exit.at < planned.at)
+        {
+            self.planned_exit = Some(exit);
+        }
+    }
+}
+
+/// A stable pseudo-random 32-hex-digit id derived from a seed (container and process ids,
+/// identities), so runs are reproducible.
+pub fn stable_hex(seed: &str, digits: usize) -> String {
+    let mut out = String::with_capacity(digits + 16);
+    let mut state: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut round: u8 = 0;
+    while out.len() < digits {
+        for byte in seed.bytes().chain([round]) {
+            state ^= u64::from(byte);
+            state = state.wrapping_mul(0x0100_0000_01b3);
+        }
+        out.push_str(&format!("{state:016x}"));
+        round = round.wrapping_add(1);
+    }
+    out.truncate(digits);
+    out
+}
+
+/// A UUID-shaped identity suffix from a seed.
+pub fn stable_uuid(seed: &str) -> String {
+    let h = stable_hex(seed, 32);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_stable_and_distinct() {
+        assert_eq!(stable_hex("a", 64), stable_hex("a", 64));
+        assert_ne!(stable_hex("a", 64), stable_hex("b", 64));
+        assert_eq!(stable_hex("a", 64).len(), 64);
+        let uuid = stable_uuid("cp-1/1");
+        assert_eq!(uuid.len(), 36);
+        assert_eq!(uuid.matches('-').count(), 4);
+    }
+}

@@ -1,0 +1,73 @@
+//! What a kubelet tells the wiring after advancing: status writes, finished deletions, mirror
+//! pods, events, node heartbeats, and when to wake it next.
+
+use k8s_openapi::api::core::v1::{NodeStatus, Pod, PodStatus};
+use k8s_openapi::jiff::Timestamp;
+
+/// Names an API pod.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PodRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid (a precondition for writes, so a recreated pod of the same name is safe).
+    pub uid: String,
+}
+
+impl PodRef {
+    /// The reference of an API pod.
+    pub fn of(pod: &Pod) -> Self {
+        PodRef {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// An event the kubelet records on a pod (`source.component: kubelet`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeletEvent {
+    /// The pod.
+    pub pod: PodRef,
+    /// `Warning` rather than `Normal`.
+    pub warning: bool,
+    /// `Pulling`, `Pulled`, `Failed`, `BackOff`, `Created`, `Started`, `Killing`, …
+    pub reason: &'static str,
+    /// The message, worded as the kubelet words it.
+    pub message: String,
+    /// When it happened.
+    pub at: Timestamp,
+}
+
+/// A pod status to write (`pods/status`), for an API pod or a static pod's mirror.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusUpdate {
+    /// The pod to write to.
+    pub pod: PodRef,
+    /// The whole status.
+    pub status: PodStatus,
+}
+
+/// The outcome of advancing a kubelet.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KubeletReport {
+    /// Statuses that differ from what was last acknowledged as written.
+    pub status_updates: Vec<StatusUpdate>,
+    /// Pods whose containers have all stopped after a graceful deletion: delete them with
+    /// grace period 0 (and their uid as precondition).
+    pub finished_deletions: Vec<PodRef>,
+    /// Mirror pods to create for running static pods.
+    pub mirror_pods_to_create: Vec<Pod>,
+    /// Mirror pods to delete (their static pod is gone or changed).
+    pub mirror_pods_to_delete: Vec<PodRef>,
+    /// Events that happened.
+    pub events: Vec<KubeletEvent>,
+    /// The node Lease is due for renewal: write `spec.renewTime` = this time.
+    pub lease_renewal: Option<Timestamp>,
+    /// Node status to post (changed, or due for the periodic report).
+    pub node_status: Option<NodeStatus>,
+    /// Advance again at this time even if nothing is observed.
+    pub next_wakeup: Option<Timestamp>,
+}

@@ -1,0 +1,229 @@
+//! The node's container runtime: processes, host ports, pulled images, and the kubelet's
+//! back-off memory. Containers and pods drive it; it knows nothing about the API.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::jiff::Timestamp;
+
+use super::config::Timings;
+use super::images::{ImageBehaviour, ImageRef};
+use super::ports::{self, PortTable};
+use super::probe::{ProbeContext, ProbeResult, ReadinessModel};
+use super::process::{Exit, Process, ProcessId, ProcessState, stable_uuid};
+use super::report::KubeletEvent;
+use crate::controllers::backoff::Backoff;
+use crate::controllers::clock;
+
+/// Exit code of a process killed by SIGKILL.
+pub const SIGKILL_EXIT_CODE: i32 = 137;
+
+pub(crate) struct NodeRuntime {
+    pub node_name: String,
+    pub timings: Timings,
+    pub processes: BTreeMap<ProcessId, Process>,
+    pub ports: PortTable,
+    pub images: BTreeSet<ImageRef>,
+    pub crash_backoff: Backoff<String>,
+    pub pull_backoff: Backoff<String>,
+    pub readiness: Arc<dyn ReadinessModel>,
+    pub events: Vec<KubeletEvent>,
+    next_pid: u64,
+}
+
+impl NodeRuntime {
+    pub fn new(node_name: &str, timings: Timings, readiness: Arc<dyn ReadinessModel>) -> Self {
+        NodeRuntime {
+            node_name: node_name.to_string(),
+            timings,
+            processes: BTreeMap::new(),
+            ports: PortTable::default(),
+            images: BTreeSet::new(),
+            crash_backoff: Backoff::new(timings.crash_loop),
+            pull_backoff: Backoff::new(timings.image_pull),
+            readiness,
+            events: Vec::new(),
+            next_pid: 1,
+        }
+    }
+
+    /// Starts a process for a container at `at`; it listens at once unless its image delays it.
+    pub fn spawn(
+        &mut self,
+        pod_uid: &str,
+        spec: &PodSpec,
+        container: &Container,
+        behaviour: &ImageBehaviour,
+        at: Timestamp,
+    ) -> ProcessId {
+        let id = ProcessId(self.next_pid);
+        self.next_pid += 1;
+        let claim = ports::port_claim(spec, container);
+        let mut process = Process {
+            id,
+            pod_uid: pod_uid.to_string(),
+            container: container.name.clone(),
+            binary: ports::binary_name(container),
+            identity: format!(
+                "{}_{}",
+                self.node_name,
+                stable_uuid(&format!("{}/{pod_uid}/{}", self.node_name, id.0))
+            ),
+            started_at: at,
+            claim,
+            listening_since: None,
+            planned_exit: None,
+            state: ProcessState::Running,
+        };
+        if let Some(after) = behaviour.crash_after {
+            process.plan_exit(Exit {
+                at: clock::after(at, after),
+                code: behaviour.crash_exit_code.unwrap_or(1),
+                message: None,
+            });
+        }
+        self.processes.insert(id, process);
+        if behaviour.listen_delay.is_zero() {
+            self.listen(id, at);
+        }
+        id
+    }
+
+    /// When the process opens its ports, if it has not yet.
+    pub fn listen_due(&self, id: ProcessId, behaviour: &ImageBehaviour) -> Option<Timestamp> {
+        let process = self.processes.get(&id)?;
+        (process.listening_since.is_none() && !process.claim.ports.is_empty() && process.is_alive())
+            .then(|| clock::after(process.started_at, behaviour.listen_delay))
+    }
+
+    /// Opens the process's ports; a refused bind makes it exit at once with the bind error.
+    pub fn listen(&mut self, id: ProcessId, at: Timestamp) {
+        let Some(process) = self.processes.get_mut(&id) else {
+            return;
+        };
+        if process.claim.ports.is_empty() || process.listening_since.is_some() {
+            return;
+        }
+        match self.ports.bind(id, &process.claim) {
+            Ok(()) => process.listening_since = Some(at),
+            Err(refused) => process.plan_exit(Exit {
+                at,
+                code: 1,
+                message: Some(format!(
+                    "failed to create listener: failed to listen on 0.0.0.0:{}: {refused}",
+                    refused.port.port
+                )),
+            }),
+        }
+    }
+
+    /// Sends SIGTERM at `at`; the process exits after its stop delay, or is killed at `kill_at`.
+    pub fn stop(
+        &mut self,
+        id: ProcessId,
+        at: Timestamp,
+        kill_at: Timestamp,
+        behaviour: &ImageBehaviour,
+    ) {
+        let stop_delay = behaviour.stop_delay.unwrap_or(self.timings.stop);
+        let Some(process) = self.processes.get_mut(&id) else {
+            return;
+        };
+        let kill_at = match &process.state {
+            ProcessState::Exited(_) => return,
+            ProcessState::Stopping {
+                kill_at: earlier, ..
+            } => kill_at.min(*earlier),
+            ProcessState::Running => kill_at,
+        };
+        let signalled_at = match &process.state {
+            ProcessState::Stopping { signalled_at, .. } => *signalled_at,
+            _ => at,
+        };
+        process.state = ProcessState::Stopping {
+            signalled_at,
+            kill_at,
+        };
+        let graceful = clock::after(signalled_at, stop_delay);
+        let exit = if behaviour.ignores_sigterm || graceful >= kill_at {
+            Exit {
+                at: kill_at.max(at),
+                code: SIGKILL_EXIT_CODE,
+                message: None,
+            }
+        } else {
+            Exit {
+                at: graceful.max(at),
+                code: 0,
+                message: None,
+            }
+        };
+        // A shorter grace period replaces a later planned stop; a crash due earlier stays.
+        if let Some(planned) = &process.planned_exit
+            && planned.at > exit.at
+        {
+            process.planned_exit = None;
+        }
+        process.plan_exit(exit);
+    }
+
+    /// The process's exit is due at or before `at`: it exits and its ports are free.
+    pub fn reap(&mut self, id: ProcessId) -> Option<Exit> {
+        let process = self.processes.get_mut(&id)?;
+        let exit = process.planned_exit.take()?;
+        process.state = ProcessState::Exited(exit.clone());
+        self.ports.release(id);
+        Some(exit)
+    }
+
+    /// Every live process dies at once (the machine went down).
+    pub fn kill_all(&mut self, at: Timestamp) {
+        let ids: Vec<ProcessId> = self.processes.keys().copied().collect();
+        for id in ids {
+            if let Some(process) = self.processes.get_mut(&id)
+                && process.is_alive()
+            {
+                process.planned_exit = None;
+                process.state = ProcessState::Exited(Exit {
+                    at,
+                    code: 255,
+                    message: None,
+                });
+                self.ports.release(id);
+            }
+        }
+    }
+
+    /// Forgets exited processes nobody refers to any more.
+    pub fn forget(&mut self, id: ProcessId) {
+        if self.processes.get(&id).is_some_and(|p| !p.is_alive()) {
+            self.processes.remove(&id);
+        }
+    }
+
+    /// Asks the readiness model about a container's process.
+    pub fn probe(
+        &self,
+        id: ProcessId,
+        container: &Container,
+        behaviour: &ImageBehaviour,
+        now: Timestamp,
+    ) -> ProbeResult {
+        let Some(process) = self.processes.get(&id) else {
+            return ProbeResult {
+                ready: false,
+                recheck_at: None,
+            };
+        };
+        self.readiness.probe(&ProbeContext {
+            now,
+            process,
+            container,
+            behaviour,
+            timings: &self.timings,
+            processes: &self.processes,
+            ports: &self.ports,
+        })
+    }
+}
