@@ -24,3 +24,6 @@ pub mod daemonset;
 mod fixtures;
 pub mod kubelet;
 pub mod node_lifecycle;
+
+#[cfg(test)]
+mod composition_tests;

@@ -14,7 +14,7 @@ use super::pod::{PodSource, PodWorker, grace_period};
 use super::ports::PortTable;
 use super::probe::{OwnProcessReadiness, ReadinessModel};
 use super::process::Process;
-use super::report::{KubeletReport, PodRef, StatusUpdate};
+use super::report::{ContainerView, KubeletReport, PodRef, StatusUpdate};
 use super::runtime::NodeRuntime;
 use super::static_pods::{self, config_hash, mirror_hash};
 use crate::controllers::{clock, objects};
@@ -112,6 +112,27 @@ impl Kubelet {
     /// The uids of the pods it runs or is stopping.
     pub fn pod_uids(&self) -> impl Iterator<Item = &str> {
         self.pods.keys().map(String::as_str)
+    }
+
+    /// Every container of every pod on the node, with its process and readiness.
+    pub fn containers(&self) -> Vec<ContainerView> {
+        let mut views = Vec::new();
+        for worker in self.pods.values() {
+            for c in &worker.containers {
+                let process = match c.stage {
+                    super::container::Stage::Running { process, .. } => Some(process),
+                    _ => None,
+                };
+                views.push(ContainerView {
+                    pod: worker.reference.clone(),
+                    container: c.spec.name.clone(),
+                    binary: super::ports::binary_name(&c.spec),
+                    process,
+                    ready: c.ready && self.state != NodeState::Down,
+                });
+            }
+        }
+        views
     }
 
     /// The status it would write for a pod (by its uid on the node) at `now`.

@@ -39,7 +39,7 @@ pub use ports::{
 };
 pub use probe::{OwnProcessReadiness, ProbeContext, ProbeResult, ReadinessModel};
 pub use process::{Exit, Process, ProcessId, ProcessState, stable_hex, stable_uuid};
-pub use report::{KubeletEvent, KubeletReport, PodRef, StatusUpdate};
+pub use report::{ContainerView, KubeletEvent, KubeletReport, PodRef, StatusUpdate};
 pub use runtime::SIGKILL_EXIT_CODE;
 pub use static_pods::{
     CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SEEN_ANNOTATION,

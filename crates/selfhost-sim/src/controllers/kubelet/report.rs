@@ -71,3 +71,19 @@ pub struct KubeletReport {
     /// Advance again at this time even if nothing is observed.
     pub next_wakeup: Option<Timestamp>,
 }
+
+/// One container as the node runs it right now: what the self-hosting model asks ("is a
+/// kube-apiserver Ready somewhere?") and what leader election needs (the process identity).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerView {
+    /// Its pod (for a static pod, the uid is the config hash).
+    pub pod: PodRef,
+    /// The container's name.
+    pub container: String,
+    /// The binary it runs (`kube-apiserver`), when known.
+    pub binary: Option<String>,
+    /// Its current process, while one runs.
+    pub process: Option<super::process::ProcessId>,
+    /// Whether its readiness probe passes.
+    pub ready: bool,
+}
