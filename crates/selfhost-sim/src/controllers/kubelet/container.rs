@@ -5,11 +5,10 @@
 //! [`ContainerMachine::step`] at exactly that time, so statuses carry the instants things
 //! happened, whatever the wiring's tick.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::jiff::Timestamp;
 
+use super::duration_text::go_duration;
 use super::images::{ImageBehaviour, ImageRef, InvalidImageName, Registry};
 use super::process::{ProcessId, stable_hex};
 use super::report::{KubeletEvent, PodRef};
@@ -74,39 +73,6 @@ impl PodContext<'_> {
     /// `name_namespace(uid)`, as the kubelet names pods in messages.
     pub fn full_name(&self) -> String {
         format!("{}_{}({})", self.pod.name, self.pod.namespace, self.pod.uid)
-    }
-}
-
-/// Go's `time.Duration.String()` (`10s`, `1m20s`, `5m0s`, `300ms`), as kubelet messages show it.
-pub fn go_duration(d: Duration) -> String {
-    let nanos = d.as_nanos();
-    if nanos == 0 {
-        return "0s".into();
-    }
-    let trim = |whole: u128, frac: u128, digits: usize| {
-        let frac = format!("{frac:0digits$}");
-        let frac = frac.trim_end_matches('0');
-        if frac.is_empty() {
-            whole.to_string()
-        } else {
-            format!("{whole}.{frac}")
-        }
-    };
-    if nanos < 1_000 {
-        return format!("{nanos}ns");
-    }
-    if nanos < 1_000_000 {
-        return format!("{}µs", trim(nanos / 1_000, nanos % 1_000, 3));
-    }
-    if nanos < 1_000_000_000 {
-        return format!("{}ms", trim(nanos / 1_000_000, nanos % 1_000_000, 6));
-    }
-    let secs = nanos / 1_000_000_000;
-    let seconds = trim(secs % 60, nanos % 1_000_000_000, 9);
-    match (secs / 3600, (secs / 60) % 60) {
-        (0, 0) => format!("{seconds}s"),
-        (0, m) => format!("{m}m{seconds}s"),
-        (h, m) => format!("{h}h{m}m{seconds}s"),
     }
 }
 

@@ -14,6 +14,7 @@
 mod agent;
 mod config;
 mod container;
+mod duration_text;
 mod images;
 mod node;
 mod pod;
@@ -27,7 +28,7 @@ mod status;
 
 pub use agent::{Kubelet, NodeState};
 pub use config::{KubeletConfig, Timings};
-pub use container::go_duration;
+pub use duration_text::go_duration;
 pub use images::{
     CONTROL_PLANE_COMPONENTS, DEFAULT_REPOSITORY, ImageBehaviour, ImageRef, InvalidImageName,
     Registry,

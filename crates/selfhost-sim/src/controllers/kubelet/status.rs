@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::jiff::Timestamp;
 
-use super::container::{ContainerMachine, PodContext, Stage, Terminated, go_duration};
+use super::container::{ContainerMachine, PodContext, Stage, Terminated};
+use super::duration_text::go_duration;
 use super::pod::PodWorker;
 use super::runtime::NodeRuntime;
 use crate::controllers::clock;
