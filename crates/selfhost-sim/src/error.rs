@@ -25,6 +25,15 @@ fn details(rt: &ResourceType, name: &str) -> Value {
     json!({ "name": name, "group": rt.group, "kind": rt.plural })
 }
 
+/// A kind as `schema.GroupKind` prints it: `DaemonSet.apps`, or `Pod` for the core group.
+fn group_kind(rt: &ResourceType) -> String {
+    if rt.group.is_empty() {
+        rt.kind.to_string()
+    } else {
+        format!("{}.{}", rt.kind, rt.group)
+    }
+}
+
 impl ApiError {
     fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
         ApiError {
@@ -106,12 +115,14 @@ impl ApiError {
     }
 
     /// 422 Invalid with field causes: each `(field, cause type, message)`, e.g.
-    /// `("spec.selector", "FieldValueInvalid", "field is immutable")`.
+    /// `("spec.selector", "FieldValueInvalid", "field is immutable")`. The message names the
+    /// kind qualified by its group, as `schema.GroupKind` prints it: `DaemonSet.apps "x" is
+    /// invalid: ...`, and `Pod "x" is invalid: ...` for the core group.
     pub fn invalid(rt: &ResourceType, name: &str, causes: &[(String, String, String)]) -> Self {
         let text: Vec<String> = causes.iter().map(|(f, _, m)| format!("{f}: {m}")).collect();
         let message = format!(
             "{} \"{name}\" is invalid: {}",
-            rt.kind,
+            group_kind(rt),
             if text.len() == 1 {
                 text[0].clone()
             } else {
@@ -330,6 +341,19 @@ mod tests {
         assert_eq!(
             ApiError::stale(&DAEMONSETS, "x").message,
             "Operation cannot be fulfilled on daemonsets.apps \"x\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        let causes = [(
+            "spec.selector".to_string(),
+            "FieldValueInvalid".to_string(),
+            "Invalid value: \"x\": field is immutable".to_string(),
+        )];
+        assert_eq!(
+            ApiError::invalid(&DAEMONSETS, "x", &causes).message,
+            "DaemonSet.apps \"x\" is invalid: spec.selector: Invalid value: \"x\": field is immutable"
+        );
+        assert_eq!(
+            ApiError::invalid(&PODS, "p", &causes).message,
+            "Pod \"p\" is invalid: spec.selector: Invalid value: \"x\": field is immutable"
         );
         let s = ApiError::not_found(&DAEMONSETS, "x").to_status();
         assert_eq!(s["reason"], "NotFound");
