@@ -133,7 +133,10 @@ fn aggregated_discovery_covers_the_same_resources() {
         Some("status")
     );
     assert_eq!(
-        daemonsets.response_kind.as_ref().and_then(|k| k.kind.as_deref()),
+        daemonsets
+            .response_kind
+            .as_ref()
+            .and_then(|k| k.kind.as_deref()),
         Some("DaemonSet")
     );
     assert_eq!(
