@@ -7,6 +7,7 @@
 //! seen by watchers.
 
 mod admission;
+mod binding;
 mod delete;
 pub(crate) mod gc_plan;
 mod list;
@@ -27,6 +28,7 @@ pub use state::{EventType, ObjectId, StoreEvent};
 pub use strategy::Subresource;
 pub use watch::{Watch, WatchCursor, WatchEvent, WatchFilter, WatchStart};
 pub use write::Written;
+pub(crate) use write::check_type_meta;
 
 use crate::error::ApiError;
 use crate::resources::{self, ResourceType};

@@ -64,6 +64,7 @@ pub(crate) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
         let qos = qos_class(obj);
         obj["status"] = json!({ "phase": "Pending", "qosClass": qos });
     } else if *rt == resources::DAEMONSETS {
+        set_template_generation(obj, 1);
         obj["status"] = json!({
             "currentNumberScheduled": 0,
             "numberMisscheduled": 0,
@@ -142,11 +143,43 @@ pub(crate) fn prepare_for_update(
                     new["spec"]["finalizers"] = f.clone();
                 }
             }
+            if *rt == resources::DAEMONSETS {
+                let template = |o: &Value| o.get("spec").and_then(|s| s.get("template")).cloned();
+                let before = template_generation(old);
+                let bump = u64::from(template(old) != template(new));
+                set_template_generation(new, before + bump);
+            }
             if rt.has_generation && old.get("spec") != new.get("spec") {
                 let next = meta::generation(old) + 1;
                 meta::metadata_mut(new).insert("generation".into(), json!(next));
             }
         }
+    }
+}
+
+/// The annotation in which apps/v1 carries a DaemonSet's `spec.templateGeneration`.
+const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// A DaemonSet's template generation (0 when the annotation is missing or garbled).
+fn template_generation(ds: &Value) -> u64 {
+    meta::annotations(ds)
+        .get(TEMPLATE_GENERATION)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The registry owns the template generation: 1 on create, +1 on every template change, kept
+/// otherwise (whatever the client sent), so the DaemonSet controller can label its pods.
+fn set_template_generation(ds: &mut Value, generation: u64) {
+    let meta = meta::metadata_mut(ds);
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !annotations.is_object() {
+        *annotations = Value::Object(Map::new());
+    }
+    if let Some(a) = annotations.as_object_mut() {
+        a.insert(TEMPLATE_GENERATION.into(), json!(generation.to_string()));
     }
 }
 
@@ -222,6 +255,28 @@ mod tests {
         let mut new_spec = json!({"metadata": {"generation": 3}, "spec": {"x": 2}});
         prepare_for_update(&DAEMONSETS, &old, &mut new_spec, Subresource::Main);
         assert_eq!(new_spec["metadata"]["generation"], 4);
+    }
+
+    #[test]
+    fn daemonset_template_generation_moves_with_the_template_only() {
+        let tg = |o: &Value| o["metadata"]["annotations"][TEMPLATE_GENERATION].clone();
+        let mut ds = json!({"metadata": {"name": "d"}, "spec": {"template": {"x": 1}, "minReadySeconds": 0}});
+        prepare_for_create(&DAEMONSETS, &mut ds);
+        assert_eq!(tg(&ds), "1");
+        let mut other_spec = ds.clone();
+        other_spec["spec"]["minReadySeconds"] = json!(5);
+        other_spec["metadata"]["annotations"][TEMPLATE_GENERATION] = json!("7");
+        prepare_for_update(&DAEMONSETS, &ds, &mut other_spec, Subresource::Main);
+        assert_eq!(tg(&other_spec), "1", "the client cannot move it");
+        let mut new_template = other_spec.clone();
+        new_template["spec"]["template"]["x"] = json!(2);
+        prepare_for_update(
+            &DAEMONSETS,
+            &other_spec,
+            &mut new_template,
+            Subresource::Main,
+        );
+        assert_eq!(tg(&new_template), "2");
     }
 
     #[test]
