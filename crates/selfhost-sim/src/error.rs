@@ -158,6 +158,19 @@ impl ApiError {
         }
     }
 
+    /// 422 Invalid about a patch whose result cannot be decoded (or, with strict field
+    /// validation, has unknown or repeated fields), as the patch handler words it: no kind
+    /// and no name, one cause on the field `patch` quoting `value` (Go's `%q`).
+    pub fn invalid_patch(value: &str, detail: &str) -> Self {
+        let body = format!("Invalid value: {value:?}: {detail}");
+        ApiError {
+            details: Some(json!({
+                "causes": [{ "reason": "FieldValueInvalid", "message": body, "field": "patch" }],
+            })),
+            ..Self::new(422, "Invalid", format!(" \"\" is invalid: patch: {body}"))
+        }
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)

@@ -1,12 +1,14 @@
 //! The HTTP face of the simulated apiserver: axum routes for discovery, health, version and
 //! every served resource, answering like kube-apiserver.
 
+mod body;
 mod discovery_routes;
 mod patch;
 pub(crate) mod path;
 mod query;
 mod resource;
 mod respond;
+mod strict;
 pub(crate) mod system;
 mod watch;
 

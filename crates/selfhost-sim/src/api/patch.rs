@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::resource::Call;
 use super::respond;
+use super::strict::{self, FieldValidation, PatchedOrder, scan, shown};
 use crate::error::ApiError;
 use crate::store::ApplyOptions;
 
@@ -65,54 +66,78 @@ pub(crate) fn serve(call: &Call<'_>) -> Result<Response, ApiError> {
             "Forbidden: may not be specified for non-apply patch",
         ));
     }
+    let directive = FieldValidation::from_query(&call.query, "PatchOptions")?;
+    if kind == PatchType::Apply {
+        return apply(call);
+    }
     let rt = call.req.resource;
     let opts = call.query.write_options(call.user_agent())?;
-    let written = match kind {
-        PatchType::Apply => return apply(call),
-        PatchType::Json => {
-            let ops: json_patch::Patch = serde_json::from_slice(&call.body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            call.app.store.modify(
-                &rt,
-                call.namespace(),
-                call.name(),
-                call.subresource(),
-                &opts,
-                |cur| {
+    let scanned = scan::scan(&call.body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    let mut warnings = Vec::new();
+    let written = if kind == PatchType::Json {
+        let ops: json_patch::Patch = serde_json::from_value(scanned.value.clone())
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+        let own = strict::json_patch_problems(&scanned);
+        call.app.store.modify(
+            &rt,
+            call.namespace(),
+            call.name(),
+            call.subresource(),
+            &opts,
+            |cur| {
+                let mut doc = cur.clone();
+                json_patch::patch(&mut doc, &ops).map_err(|e| unprocessable(e.to_string()))?;
+                warnings = strict::check_patched(
+                    &rt,
+                    &mut doc,
+                    &own,
+                    PatchedOrder::Walk,
+                    directive,
+                    |obj| shown::patched_object(&rt, obj),
+                )?;
+                Ok(doc)
+            },
+        )?
+    } else {
+        let patch = &scanned.value;
+        if !patch.is_object() {
+            return Err(ApiError::bad_request(
+                "error decoding patch: the patch is not a JSON object",
+            ));
+        }
+        let own = strict::repeated_fields(&scanned);
+        call.app.store.modify(
+            &rt,
+            call.namespace(),
+            call.name(),
+            call.subresource(),
+            &opts,
+            |cur| {
+                let (mut doc, order) = if kind == PatchType::Strategic {
+                    let doc = crate::strategic::strategic_merge_patch(cur, patch, &rt)
+                        .map_err(|e| e.to_api_error())?;
+                    (doc, PatchedOrder::Text)
+                } else {
                     let mut doc = cur.clone();
-                    json_patch::patch(&mut doc, &ops).map_err(|e| unprocessable(e.to_string()))?;
-                    Ok(doc)
-                },
-            )?
-        }
-        PatchType::Merge | PatchType::Strategic => {
-            let patch: Value = serde_json::from_slice(&call.body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            if !patch.is_object() {
-                return Err(ApiError::bad_request(
-                    "error decoding patch: the patch is not a JSON object",
-                ));
-            }
-            call.app.store.modify(
-                &rt,
-                call.namespace(),
-                call.name(),
-                call.subresource(),
-                &opts,
-                |cur| {
+                    json_patch::merge(&mut doc, patch);
+                    (doc, PatchedOrder::Walk)
+                };
+                warnings = strict::check_patched(&rt, &mut doc, &own, order, directive, |obj| {
                     if kind == PatchType::Strategic {
-                        crate::strategic::strategic_merge_patch(cur, &patch, &rt)
-                            .map_err(|e| e.to_api_error())
+                        shown::strategic_patch(&rt, patch)
                     } else {
-                        let mut doc = cur.clone();
-                        json_patch::merge(&mut doc, &patch);
-                        Ok(doc)
+                        shown::patched_object(&rt, obj)
                     }
-                },
-            )?
-        }
+                })?;
+                Ok(doc)
+            },
+        )?
     };
-    Ok(respond::json(200, &*written.object))
+    Ok(respond::with_warnings(
+        respond::json(200, &*written.object),
+        &warnings,
+    ))
 }
 
 fn apply(call: &Call<'_>) -> Result<Response, ApiError> {

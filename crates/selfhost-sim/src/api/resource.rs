@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use super::path::{ResourceRequest, Verb};
 use super::query::Query;
-use super::{AppState, patch, respond, watch};
+use super::strict::FieldValidation;
+use super::{AppState, body, patch, respond, watch};
 use crate::error::ApiError;
 use crate::resources;
 use crate::store::{Deletion, ListOptions, Subresource, meta};
@@ -46,44 +47,6 @@ impl Call<'_> {
             .get(http::header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
     }
-}
-
-/// Decodes a request body into an object: JSON, or YAML (which the apiserver also accepts);
-/// other media types (protobuf, CBOR) are 415, which makes clients fall back to JSON.
-pub(crate) fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
-    let content_type = headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let v: Value = match media.as_str() {
-        "application/json" | "" | "*/*" => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-        })?,
-        "application/yaml" => {
-            let text = std::str::from_utf8(body)
-                .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
-            serde_saphyr::from_str(text)
-                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
-        }
-        _ => {
-            return Err(ApiError::unsupported_media_type(&[
-                "application/json",
-                "application/yaml",
-            ]));
-        }
-    };
-    if !v.is_object() {
-        return Err(ApiError::bad_request(
-            "couldn't get version/kind; json parse error: expected an object",
-        ));
-    }
-    Ok(v)
 }
 
 /// Serves a resource request.
@@ -143,27 +106,35 @@ fn list(call: &Call<'_>) -> Result<Response, ApiError> {
 
 fn create(call: &Call<'_>) -> Result<Response, ApiError> {
     let rt = &call.req.resource;
-    let obj = decode_object(call.headers, &call.body)?;
+    let directive = FieldValidation::from_query(&call.query, "CreateOptions")?;
     let opts = call.query.write_options(call.user_agent())?;
-    let created = call.app.store.create(rt, call.namespace(), obj, &opts)?;
-    Ok(respond::json(201, &*created))
+    let decoded = body::decode_object(rt, call.headers, &call.body, directive)?;
+    let created = call
+        .app
+        .store
+        .create(rt, call.namespace(), decoded.object, &opts)?;
+    Ok(respond::with_warnings(
+        respond::json(201, &*created),
+        &decoded.warnings,
+    ))
 }
 
 fn update(call: &Call<'_>) -> Result<Response, ApiError> {
     let rt = &call.req.resource;
-    let obj = decode_object(call.headers, &call.body)?;
+    let directive = FieldValidation::from_query(&call.query, "UpdateOptions")?;
     let opts = call.query.write_options(call.user_agent())?;
+    let decoded = body::decode_object(rt, call.headers, &call.body, directive)?;
     let written = call.app.store.update(
         rt,
         call.namespace(),
         call.name(),
-        obj,
+        decoded.object,
         call.subresource(),
         &opts,
     )?;
-    Ok(respond::json(
-        if written.created { 201 } else { 200 },
-        &*written.object,
+    Ok(respond::with_warnings(
+        respond::json(if written.created { 201 } else { 200 }, &*written.object),
+        &decoded.warnings,
     ))
 }
 

@@ -53,6 +53,24 @@ pub(crate) fn error(err: &ApiError) -> Response {
     resp
 }
 
+/// Adds one `Warning: 299 - "<text>"` header per text, as the apiserver sends warnings
+/// (kubectl prints each as `Warning: <text>`). Texts that cannot be a header are skipped.
+pub(crate) fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    let mut seen: Vec<&String> = Vec::new();
+    for text in warnings {
+        // The apiserver sends each distinct warning once.
+        if seen.contains(&text) {
+            continue;
+        }
+        seen.push(text);
+        let quoted = text.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_bytes(format!("299 - \"{quoted}\"").as_bytes()) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
 /// A plain-text response (health endpoints).
 pub(crate) fn text(code: u16, body: String) -> Response {
     let mut resp = Response::new(Body::from(body));
@@ -178,6 +196,29 @@ mod tests {
         assert!(wants_table(&h));
         h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         assert!(!wants_table(&h));
+    }
+
+    #[test]
+    fn warnings_are_quoted_headers_sent_once_each() {
+        let texts = [
+            r#"unknown field "spec.bogus""#.to_string(),
+            r#"duplicate field "a\b""#.to_string(),
+            r#"unknown field "spec.bogus""#.to_string(),
+        ];
+        let r = with_warnings(json(200, &json!({})), &texts);
+        let sent: Vec<&str> = r
+            .headers()
+            .get_all(header::WARNING)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                r#"299 - "unknown field \"spec.bogus\"""#,
+                r#"299 - "duplicate field \"a\\b\"""#,
+            ]
+        );
     }
 
     #[test]

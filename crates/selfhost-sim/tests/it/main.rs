@@ -8,5 +8,6 @@ mod conformance;
 mod conformance_delete;
 mod conformance_patch;
 mod conformance_server;
+mod conformance_validation;
 mod conformance_watch;
 mod kubectl;
