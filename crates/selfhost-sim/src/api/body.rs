@@ -1,10 +1,12 @@
-//! Request bodies of create and update, decoded as the apiserver decodes them: JSON or YAML
-//! by Content-Type, into the kind's fields (see [`super::strict`] for unknown and repeated
-//! fields); other media types are 415, which makes clients fall back to JSON.
+//! Request bodies of create and update, decoded as the apiserver decodes them: JSON, YAML,
+//! or (for the kinds kubectl's generators create) protobuf, by Content-Type, into the kind's
+//! fields (see [`super::strict`] for unknown and repeated fields); other media types are
+//! 415, naming what is decoded.
 
 use http::HeaderMap;
 use serde_json::Value;
 
+use super::protobuf;
 use super::strict::{self, FieldValidation, scan};
 use crate::error::ApiError;
 use crate::resources::ResourceType;
@@ -49,12 +51,23 @@ pub(crate) fn decode_object(
             })?;
             (std::mem::take(&mut scanned.value), Some(scanned))
         }
+        protobuf::MEDIA_TYPE => {
+            let value = protobuf::decode(rt, body).map_err(|e| e.to_api_error())?;
+            (value, None)
+        }
         "application/yaml" => {
             let text = std::str::from_utf8(body)
                 .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
             let value: Value = serde_saphyr::from_str(text)
                 .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
             (value, None)
+        }
+        _ if protobuf::decodes(rt) => {
+            return Err(ApiError::unsupported_media_type(&[
+                "application/json",
+                "application/yaml",
+                protobuf::MEDIA_TYPE,
+            ]));
         }
         _ => {
             return Err(ApiError::unsupported_media_type(&[

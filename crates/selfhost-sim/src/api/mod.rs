@@ -5,6 +5,7 @@ mod body;
 mod discovery_routes;
 mod patch;
 pub(crate) mod path;
+mod protobuf;
 mod query;
 mod resource;
 mod respond;

@@ -5,6 +5,7 @@
 //! runs with `--kubeconfig <the simulator's>` and a private HOME and cache directory, so the
 //! user's `~/.kube` is never read or written, and with a deadline.
 
+mod generators;
 mod reads;
 mod validation;
 mod writes;

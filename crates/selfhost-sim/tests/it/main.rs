@@ -5,6 +5,7 @@
 
 mod common;
 mod conformance;
+mod conformance_bodies;
 mod conformance_delete;
 mod conformance_patch;
 mod conformance_server;
