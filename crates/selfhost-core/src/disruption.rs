@@ -1,0 +1,307 @@
+//! What a pivot will cost on this cluster, stated before it runs (issue 7 item 5).
+//!
+//! The cost follows from the cluster's shape alone: how many control-plane nodes serve
+//! behind the load balancer, whether the live and the target templates (and so the backup)
+//! let two processes share a port, and whether kube-apiservers publish identity Leases. The
+//! figures are the measured behaviour of real processes (the simulator hand-over issue):
+//! a starting kube-apiserver takes a share of new connections ~1.7 s before it serves, the
+//! kubelet's crash-loop back-off reaches 5 min, a leader Lease lasts 15 s and a standby
+//! retries every 2 s.
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
+use serde::Serialize;
+
+use crate::command_line;
+use crate::component::Component;
+use crate::control_plane::PERMIT_PORT_SHARING;
+use crate::observation::Observation;
+use crate::pivot::{IdentityPublishing, identity_publishing};
+use crate::version::KubeVersion;
+
+/// How long a starting kube-apiserver takes new connections before it can serve them
+/// (socket at ~0.1–0.3 s, accepting at ~1.7 s after start; measured).
+pub const LISTEN_BEFORE_SERVE: Duration = Duration::from_millis(1700);
+/// The kubelet's longest crash-loop back-off: how long a process that could not bind may wait
+/// before its next try.
+pub const MAX_CRASH_LOOP_BACK_OFF: Duration = Duration::from_secs(300);
+/// Leader-election Lease duration of kube-controller-manager and kube-scheduler.
+pub const LEADER_LEASE_DURATION: Duration = Duration::from_secs(15);
+/// Bound of the leaderless gap per leader change with selfhost's hand-over: confirming the
+/// old process gone, then one standby retry period (2 s).
+pub const HANDED_OVER_GAP: Duration = Duration::from_secs(3);
+/// First minor version (of 1.x) whose components know `--permit-port-sharing`.
+const PORT_SHARING_SINCE_MINOR: u64 = 19;
+
+/// Whether kube-apiservers publish identity Leases, as far as the plan can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdentityLeases {
+    /// They do.
+    Published,
+    /// They do not: new kube-apiservers are trusted after Ready plus a soak.
+    NotPublished,
+    /// Not known yet (the apiservers are too young to tell).
+    Unknown,
+}
+
+/// The facts of a cluster that decide what a pivot costs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterShape {
+    /// Control-plane nodes the component runs on.
+    pub nodes: usize,
+    /// The live template passes `--permit-port-sharing=true`: the backup can serve next to
+    /// the old pod.
+    pub live_shares_port: bool,
+    /// The backup passes it: the live template does, or selfhost adds it because the live
+    /// version knows the flag. Then the new pods can serve next to the backup.
+    pub backup_shares_port: bool,
+    /// The target template passes it.
+    pub target_shares_port: bool,
+    /// `maxUnavailable` of the real DaemonSet when a plain number (1 by default).
+    pub max_unavailable: Option<i32>,
+    /// Identity Leases.
+    pub identity_leases: IdentityLeases,
+}
+
+impl ClusterShape {
+    /// Reads the shape from an observation of the component and its target template.
+    pub fn observe(obs: &Observation, target: &PodTemplateSpec) -> Self {
+        let component = obs.component;
+        let live = obs.real.as_ref();
+        let live_shares_port = live.is_some_and(|ds| permits_port_sharing(&ds.template, component));
+        let nodes = live
+            .map(|ds| ds.nodes().len())
+            .filter(|n| *n > 0)
+            .unwrap_or(obs.nodes.len());
+        ClusterShape {
+            nodes,
+            live_shares_port,
+            backup_shares_port: live_shares_port
+                || live.is_some_and(|ds| knows_port_sharing(&ds.template, component)),
+            target_shares_port: permits_port_sharing(target, component),
+            max_unavailable: live.and_then(|ds| ds.max_unavailable()),
+            identity_leases: match identity_publishing(obs) {
+                IdentityPublishing::Published => IdentityLeases::Published,
+                IdentityPublishing::NotPublished => IdentityLeases::NotPublished,
+                IdentityPublishing::Undetermined { .. } => IdentityLeases::Unknown,
+            },
+        }
+    }
+}
+
+/// What the API will see during the hand-over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "impact")]
+pub enum ApiImpact {
+    /// No failed request expected.
+    None,
+    /// Short windows in which a share of *new* connections fails.
+    ListenBeforeServe {
+        /// How many windows.
+        windows: u32,
+        /// How long each lasts, in milliseconds.
+        window_ms: u64,
+    },
+    /// The API is down for a while.
+    Outage {
+        /// The longest it may last, in seconds.
+        up_to_seconds: u64,
+    },
+}
+
+/// The expected cost of upgrading one component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExpectedDisruption {
+    /// The component.
+    pub component: Component,
+    /// What API clients see.
+    pub api: ApiImpact,
+    /// Bound of each leaderless gap of the controller-manager or scheduler, in seconds.
+    pub leaderless_gap_seconds: Option<u64>,
+    /// How many leader changes the pivot makes at most.
+    pub leader_changes: u32,
+    /// `--accept-downtime` is required to proceed.
+    pub requires_accept_downtime: bool,
+    /// Why the pivot cannot proceed at all on this shape, if it cannot.
+    pub blocked: Option<String>,
+    /// One sentence per fact, for the plan.
+    pub explanation: Vec<String>,
+}
+
+/// The expected cost of upgrading `component` on a cluster of this shape.
+pub fn expected_disruption(component: Component, shape: &ClusterShape) -> ExpectedDisruption {
+    let mut out = ExpectedDisruption {
+        component,
+        api: ApiImpact::None,
+        leaderless_gap_seconds: None,
+        leader_changes: 0,
+        requires_accept_downtime: false,
+        blocked: None,
+        explanation: Vec::new(),
+    };
+    if !shape.target_shares_port {
+        out.blocked = Some(format!(
+            "the target template of {component} lacks --{PERMIT_PORT_SHARING}=true, so its \
+             pods could never bind their port next to the backup; render the target with it"
+        ));
+        return out;
+    }
+    if !shape.backup_shares_port {
+        out.blocked = Some(format!(
+            "the live template of {component} lacks --{PERMIT_PORT_SHARING}=true and its \
+             version is unknown or older than 1.{PORT_SHARING_SINCE_MINOR}, so the backup \
+             could not share its port with the new pods"
+        ));
+        return out;
+    }
+    let single = shape.nodes <= 1;
+    if !shape.live_shares_port && !single && shape.max_unavailable != Some(1) {
+        out.blocked = Some(format!(
+            "the live template of {component} lacks --{PERMIT_PORT_SHARING}=true, so the \
+             backup cannot serve next to the old pods, and the DaemonSet may replace more \
+             than one node at a time (maxUnavailable is not 1)"
+        ));
+        return out;
+    }
+    match component {
+        Component::ApiServer => api_server(&mut out, shape, single),
+        Component::ControllerManager | Component::Scheduler => leader(&mut out, shape, single),
+    }
+    out
+}
+
+fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) {
+    match (shape.live_shares_port, single) {
+        (true, true) => {
+            out.api = ApiImpact::ListenBeforeServe {
+                windows: 2,
+                window_ms: duration_ms(LISTEN_BEFORE_SERVE),
+            };
+            out.explanation.push(format!(
+                "one control-plane node with port sharing: the backup and then the new \
+                 kube-apiserver each take a share of new connections about {:.1} s before \
+                 they serve, so expect two short windows of failed new connections; nothing \
+                 is removed until its replacement serves",
+                LISTEN_BEFORE_SERVE.as_secs_f64()
+            ));
+        }
+        (true, false) | (false, false) => {
+            out.explanation.push(format!(
+                "{} control-plane nodes behind a health-checked load balancer: while one \
+                 node hands over, the others serve; no failed requests expected",
+                shape.nodes
+            ));
+            if !shape.live_shares_port {
+                out.explanation.push(
+                    "without port sharing on the live template each node is out of service \
+                     until its backup wins the port after the old pod stops (a crash-loop \
+                     back-off, up to 5 min), one node at a time"
+                        .to_string(),
+                );
+            }
+        }
+        (false, true) => {
+            out.api = ApiImpact::Outage {
+                up_to_seconds: MAX_CRASH_LOOP_BACK_OFF.as_secs(),
+            };
+            out.requires_accept_downtime = true;
+            out.explanation.push(format!(
+                "one control-plane node without port sharing on the live template: the backup \
+                 cannot bind while the old kube-apiserver holds the port, so when the old pod \
+                 stops the API is down until the kubelet restarts the backup (its crash-loop \
+                 back-off, up to {} s); needs --accept-downtime",
+                MAX_CRASH_LOOP_BACK_OFF.as_secs()
+            ));
+        }
+    }
+    match shape.identity_leases {
+        IdentityLeases::Published => out.explanation.push(
+            "kube-apiservers publish identity Leases: a new one counts as serving only once \
+             its own Lease appears"
+                .to_string(),
+        ),
+        IdentityLeases::NotPublished => out.explanation.push(
+            "this cluster publishes no kube-apiserver identity Leases: a new kube-apiserver \
+             counts as serving after Ready plus a soak, and old pods are not deleted early"
+                .to_string(),
+        ),
+        IdentityLeases::Unknown => out.explanation.push(
+            "whether kube-apiservers publish identity Leases is not known yet; the engine \
+             waits until it is"
+                .to_string(),
+        ),
+    }
+}
+
+fn leader(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) {
+    out.leader_changes = 2;
+    if !shape.live_shares_port && single {
+        out.leaderless_gap_seconds =
+            Some(MAX_CRASH_LOOP_BACK_OFF.as_secs() + LEADER_LEASE_DURATION.as_secs());
+        out.requires_accept_downtime = true;
+        out.explanation.push(format!(
+            "one control-plane node without port sharing on the live template: the backup \
+             {c} cannot start while the old one holds the port, so there is no leader from \
+             the old pod's exit until the kubelet restarts the backup (up to {} s); needs \
+             --accept-downtime",
+            MAX_CRASH_LOOP_BACK_OFF.as_secs(),
+            c = out.component
+        ));
+        return;
+    }
+    out.leaderless_gap_seconds = Some(HANDED_OVER_GAP.as_secs());
+    out.explanation.push(format!(
+        "the Lease is handed over as soon as its holder's process is confirmed gone, so each \
+         of at most {} leader changes leaves no leader for about {} s (a stopped process \
+         does not release its Lease: without hand-over a standby waits {} s)",
+        out.leader_changes,
+        HANDED_OVER_GAP.as_secs(),
+        LEADER_LEASE_DURATION.as_secs()
+    ));
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The component's container in a template: the one named after it, else the first.
+fn main_container(template: &PodTemplateSpec, component: Component) -> Option<&Container> {
+    let spec = template.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .find(|c| c.name == component.name())
+        .or_else(|| spec.containers.first())
+}
+
+/// Whether the template's component runs with `--permit-port-sharing=true` (in its command
+/// or its args).
+pub fn permits_port_sharing(template: &PodTemplateSpec, component: Component) -> bool {
+    main_container(template, component).is_some_and(|container| {
+        let mut line = container.command.clone().unwrap_or_default();
+        line.extend(container.args.clone().unwrap_or_default());
+        command_line::flag_value(&line, PERMIT_PORT_SHARING) == Some("true")
+    })
+}
+
+/// Whether the template's component is a version that knows `--permit-port-sharing`, read
+/// from its image tag; `false` when the tag is not a version (a digest, a custom tag).
+pub fn knows_port_sharing(template: &PodTemplateSpec, component: Component) -> bool {
+    main_container(template, component)
+        .and_then(|container| container.image.as_deref())
+        .and_then(image_version)
+        .is_some_and(|v| v.major() > 1 || v.minor() >= PORT_SHARING_SINCE_MINOR)
+}
+
+/// The version in an image reference's tag, e.g. `v1.33.1` in
+/// `registry.k8s.io/kube-apiserver:v1.33.1`.
+pub fn image_version(image: &str) -> Option<KubeVersion> {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    let (_, tag) = last.rsplit_once(':')?;
+    KubeVersion::parse(tag).ok()
+}

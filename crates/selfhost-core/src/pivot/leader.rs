@@ -1,0 +1,137 @@
+//! Leader hand-off for the controller-manager and the scheduler.
+//!
+//! A stopped kube-controller-manager or kube-scheduler does not release its Lease; a standby
+//! waits a whole lease duration (15 s) before taking it, and during that time no DaemonSet
+//! controller runs (or nothing is scheduled) — the ~19 s leaderless gap of kubeadm's pivot.
+//! Once the holder's process is *confirmed* gone, deleting the Lease (with a resourceVersion
+//! precondition) lets a standby acquire on its next retry (2 s).
+//!
+//! Confirmation without knowing which pod a holder identity `<hostname>_<uuid>` belongs to:
+//! the holder acquired at `acquireTime` on host `hostname`, so its process was running then.
+//! If every pod of the component on that node is either stopped (not running now) or started
+//! after `acquireTime`, none of them can be the holder, and the holder is gone. A node with no
+//! pod of the component at all proves nothing (the holder may run outside our DaemonSets),
+//! and neither does a node that is not Ready (its kubelet is not reporting), nor a container
+//! whose state is unknown. So a Lease whose holder may still be alive is never touched.
+
+use super::step::Step;
+use super::{Target, container_name};
+use crate::command_line;
+use crate::component::Component;
+use crate::observation::{ContainerState, DaemonSetObservation, Observation};
+
+/// The flag that turns leader election off; then there is no Lease to verify.
+pub const LEADER_ELECT_FLAG: &str = "leader-elect";
+
+/// The hand-over to do now, if the leader Lease is held by a process confirmed gone.
+pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
+    if obs.component == Component::ApiServer {
+        return None;
+    }
+    let lease = obs.leader_lease.as_ref()?;
+    // An expired Lease needs no help: a standby takes it on its next retry.
+    if !lease.is_held_at(obs.now) {
+        return None;
+    }
+    let holder = lease.holder()?;
+    let acquired = lease.acquire_time?;
+    let node = obs.node_by_hostname(lease.holder_hostname()?)?;
+    if !obs.node_is_ready(&node.name) {
+        return None;
+    }
+    let name = container_name(obs);
+    let pods: Vec<_> = obs
+        .all_pods()
+        .filter(|pod| pod.node.as_deref() == Some(node.name.as_str()))
+        .collect();
+    if pods.is_empty() {
+        return None;
+    }
+    let may_be_holder = pods.iter().any(|pod| match pod.main_container(name) {
+        None => true,
+        Some(container) => match container.state {
+            ContainerState::Running { started_at } => started_at.is_none_or(|s| s <= acquired),
+            ContainerState::Unknown => true,
+            ContainerState::Waiting { .. } | ContainerState::Terminated { .. } => false,
+        },
+    });
+    if may_be_holder {
+        return None;
+    }
+    let resource_version = lease.resource_version.clone()?;
+    Some(Step::HandOverLease {
+        lease: lease.name.clone(),
+        uid: lease.uid.clone(),
+        resource_version,
+        holder: holder.to_string(),
+        why: format!(
+            "its holder acquired it at {acquired} on {node}, and no {name} process running on \
+             {node} is that old; it would otherwise stay held until {expiry}",
+            node = node.name,
+            expiry = lease
+                .expires_at()
+                .map_or_else(|| "it expires".to_string(), |t| t.to_string()),
+        ),
+    })
+}
+
+/// Whether the component's leader is a process of the real DaemonSet's current template:
+/// the Lease is held, and its holder's node runs a current pod whose process started no later
+/// than the acquisition. `Ok` also when the template turns leader election off.
+pub fn leader_is_new_process(
+    obs: &Observation,
+    target: &Target,
+    real: &DaemonSetObservation,
+) -> Result<(), String> {
+    if obs.component == Component::ApiServer || leader_election_off(obs, target) {
+        return Ok(());
+    }
+    let lease_name = obs.component.leader_lease_name().unwrap_or_default();
+    let Some(lease) = obs.leader_lease.as_ref() else {
+        return Err(format!("no Lease {lease_name} yet: waiting for a leader"));
+    };
+    let (Some(holder), true) = (lease.holder(), lease.is_held_at(obs.now)) else {
+        return Err(format!(
+            "Lease {lease_name} is not held: waiting for a leader"
+        ));
+    };
+    let Some(acquired) = lease.acquire_time else {
+        return Err(format!("Lease {lease_name} has no acquireTime"));
+    };
+    let node = lease
+        .holder_hostname()
+        .and_then(|host| obs.node_by_hostname(host))
+        .ok_or_else(|| format!("leader {holder} runs on no control-plane node"))?;
+    let name = container_name(obs);
+    let new_process = real.pods_on(&node.name).any(|pod| {
+        real.is_current(pod)
+            && !pod.is_terminating()
+            && pod.process_started_at(name).is_some_and(|s| s <= acquired)
+    });
+    if new_process {
+        Ok(())
+    } else {
+        Err(format!(
+            "leader {holder} (since {acquired}) is not a process of the new pod on {}",
+            node.name
+        ))
+    }
+}
+
+fn leader_election_off(obs: &Observation, target: &Target) -> bool {
+    let name = container_name(obs);
+    let Some(spec) = target.template.spec.as_ref() else {
+        return false;
+    };
+    let Some(container) = spec
+        .containers
+        .iter()
+        .find(|c| c.name == name)
+        .or_else(|| spec.containers.first())
+    else {
+        return false;
+    };
+    let mut line: Vec<String> = container.command.clone().unwrap_or_default();
+    line.extend(container.args.clone().unwrap_or_default());
+    command_line::flag_value(&line, LEADER_ELECT_FLAG) == Some("false")
+}

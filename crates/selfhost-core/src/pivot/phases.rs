@@ -1,0 +1,558 @@
+//! The phases of a pivot while the backup exists.
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::jiff::Timestamp;
+
+use super::next_step::{Cx, describe};
+use super::serving::{Serving, identity_publishing, pod_serves, serves_by_identity, soak_ends_at};
+use super::step::{Step, Wait, Watch};
+use super::{IdentityPublishing, container_name, lease_hand_over};
+use crate::component::Component;
+use crate::disruption::{ClusterShape, expected_disruption};
+use crate::observation::{BackupObservation, ContainerState, PodObservation};
+use crate::rollout::{
+    FailureSignal, SignalPolicy, failure_signals, pod_not_rolled_out, rollout_progress,
+};
+
+impl Cx<'_> {
+    /// The backup is being deleted: wait until it is gone.
+    pub(super) fn backup_going(&self, backup: &BackupObservation) -> Step {
+        if let Some(step) = lease_hand_over(self.obs) {
+            return step;
+        }
+        if let Some(step) = self.shorten_terminating() {
+            return step;
+        }
+        let deadline = self.deadline_after(backup.daemonset.deleting_since, 1);
+        let mut pending: Vec<String> = backup
+            .daemonset
+            .pods
+            .iter()
+            .map(|pod| {
+                format!(
+                    "{}: backup pod {} still exists",
+                    pod.node.as_deref().unwrap_or("(unscheduled)"),
+                    pod.name
+                )
+            })
+            .collect();
+        if pending.is_empty() {
+            pending.push(format!(
+                "backup DaemonSet {} still exists (its pods are gone)",
+                backup.daemonset.name
+            ));
+        }
+        if self.now() >= deadline {
+            return Step::Failed {
+                reason: format!(
+                    "the backup {} was not gone by {deadline}: {}",
+                    backup.daemonset.name,
+                    pending.join("; ")
+                ),
+                state: format!(
+                    "{} is being deleted; check its pods and finalizers \
+                     (`kubectl -n kube-system get ds,pods -l {}`)",
+                    backup.daemonset.name,
+                    self.component().backup_label_query()
+                ),
+                resume: self.resume_command(),
+            };
+        }
+        let mut watch = vec![
+            Watch::DaemonSet {
+                name: backup.daemonset.name.clone(),
+            },
+            Watch::Pods {
+                selector: self.component().backup_label_query(),
+            },
+        ];
+        watch.extend(self.lease_watch());
+        Step::WaitForBackupGone(Wait {
+            condition: format!("backup {} and its pods gone", backup.daemonset.name),
+            pending,
+            watch,
+            recheck_at: Some(deadline),
+            deadline: Some(deadline),
+        })
+    }
+
+    /// The real DaemonSet is on its original template again after a rollback: wait until it
+    /// serves, then remove the backup.
+    pub(super) fn rolling_back(
+        &self,
+        backup: &BackupObservation,
+        rollback_at: Option<Timestamp>,
+    ) -> Step {
+        let progress = self.serving_progress(false);
+        let backup_still_needed = self.backup_serves_where_real_does_not(backup);
+        if progress.is_empty() && backup_still_needed.is_empty() {
+            return self.remove_backup(backup);
+        }
+        let current = self.real.pods.iter().filter(|p| self.real.is_current(p));
+        let signals = failure_signals(current, self.strict_signals());
+        let deadline = self.deadline_after(rollback_at, 1);
+        let failure = if !signals.is_empty() {
+            Some(describe(&signals))
+        } else if self.now() >= deadline {
+            Some(format!(
+                "not complete by {deadline}: {}",
+                progress.join("; ")
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = failure {
+            return Step::Failed {
+                reason: format!("the rollback to the original template is failing too: {reason}"),
+                state: format!(
+                    "{} is back on its original template but not healthy; the backup {} keeps \
+                     serving",
+                    self.real.name, backup.daemonset.name
+                ),
+                resume: format!(
+                    "repair the failing pods, then `{}` finishes the rollback",
+                    self.resume_command()
+                ),
+            };
+        }
+        if let Some(step) = self.hurry() {
+            return step;
+        }
+        let mut pending = progress;
+        pending.extend(backup_still_needed);
+        Step::WaitForRollback(Wait {
+            condition: format!(
+                "every pod of {} back on the original template and serving",
+                self.real.name
+            ),
+            recheck_at: self.recheck(deadline),
+            pending,
+            watch: self.watches(true),
+            deadline: Some(deadline),
+        })
+    }
+
+    /// The real DaemonSet is on the target: wait for the rollout, roll back on failure, remove
+    /// the backup when done.
+    pub(super) fn rolling_out(
+        &self,
+        backup: &BackupObservation,
+        original: &PodTemplateSpec,
+    ) -> Step {
+        let progress = self.serving_progress(true);
+        if progress.is_empty() {
+            return self.remove_backup(backup);
+        }
+        let current = self.real.pods.iter().filter(|p| self.real.is_current(p));
+        let mut signals = failure_signals(current, self.strict_signals());
+        let deadline = self.deadline_after(self.update_started_at(), 1);
+        if signals.is_empty() && self.now() >= deadline {
+            let since = self
+                .update_started_at()
+                .map_or(self.target.run_started_at, |u| {
+                    u.max(self.target.run_started_at)
+                });
+            signals.push(FailureSignal::deadline(
+                since,
+                self.target.options.deadline,
+                progress.clone(),
+            ));
+        }
+        if !signals.is_empty() {
+            return self.rollout_failed(backup, original, describe(&signals));
+        }
+        if let Some(step) = self.hurry() {
+            return step;
+        }
+        Step::WaitForRollout(Wait {
+            condition: format!(
+                "every pod of {} on the target template, Ready and serving",
+                self.real.name
+            ),
+            recheck_at: self.recheck(deadline),
+            pending: progress,
+            watch: self.watches(true),
+            deadline: Some(deadline),
+        })
+    }
+
+    fn rollout_failed(
+        &self,
+        backup: &BackupObservation,
+        original: &PodTemplateSpec,
+        reason: String,
+    ) -> Step {
+        let state = format!(
+            "{} is on the target template {} and its new pods are failing; the backup {} \
+             keeps serving with the original template",
+            self.real.name,
+            self.version(),
+            backup.daemonset.name
+        );
+        if self.target.options.no_rollback {
+            return Step::Failed {
+                reason,
+                state,
+                resume: format!(
+                    "`{}` completes the upgrade if the new pods recover, and rolls back \
+                     otherwise (add --no-rollback to keep waiting instead)",
+                    self.resume_command()
+                ),
+            };
+        }
+        match self.rollback_hazard(backup) {
+            None => self.roll_back(original, reason),
+            Some(hazard) => Step::Failed {
+                reason: format!("{reason}; rolling back is not safe: {hazard}"),
+                state,
+                resume: format!(
+                    "once the backup pods serve again, `{}` rolls back",
+                    self.resume_command()
+                ),
+            },
+        }
+    }
+
+    /// Why replacing the real pods now could take away the last serving process, if it could:
+    /// every node where a real pod serves needs a serving backup pod, and some backup pod
+    /// must serve.
+    fn rollback_hazard(&self, backup: &BackupObservation) -> Option<String> {
+        let serving_backup: Vec<&PodObservation> = backup
+            .daemonset
+            .pods
+            .iter()
+            .filter(|pod| pod_serves(self.obs, self.target, pod).is_ok())
+            .collect();
+        if serving_backup.is_empty() {
+            return Some(format!("no pod of {} serves", backup.daemonset.name));
+        }
+        self.real
+            .pods
+            .iter()
+            .filter(|pod| pod_serves(self.obs, self.target, pod).is_ok())
+            .find(|pod| !serving_backup.iter().any(|b| b.node == pod.node))
+            .map(|pod| {
+                format!(
+                    "{}: the real pod {} serves and no backup pod there does",
+                    pod.node.as_deref().unwrap_or("(unscheduled)"),
+                    pod.name
+                )
+            })
+    }
+
+    /// The real DaemonSet is not on the target yet: wait until the backup serves on every
+    /// node where the real DaemonSet runs, then update it.
+    pub(super) fn backing_up(
+        &self,
+        backup: &BackupObservation,
+        original: &PodTemplateSpec,
+        created: Option<Timestamp>,
+    ) -> Step {
+        let shape = ClusterShape::observe(self.obs, &self.target.template);
+        let exclusive = !shape.live_shares_port;
+        let pending = self.backup_pending(backup, exclusive);
+        if pending.is_empty() {
+            let expected = expected_disruption(self.component(), &shape);
+            if let Some(blocked) = expected.blocked {
+                return Step::Refuse {
+                    reason: blocked,
+                    fix: "render the target with --permit-port-sharing=true".into(),
+                };
+            }
+            if expected.requires_accept_downtime && !self.target.options.accept_downtime {
+                return Step::Refuse {
+                    reason: expected.explanation.join("; "),
+                    fix: "re-run with --accept-downtime to accept it".into(),
+                };
+            }
+            return self.update_to_target();
+        }
+        let signals = failure_signals(
+            &backup.daemonset.pods,
+            SignalPolicy {
+                crash_loop_restarts: self.target.options.crash_loop_restarts,
+                ignore_crash_loops: exclusive,
+            },
+        );
+        let deadline = self.deadline_after(created, 1);
+        let failure = if !signals.is_empty() {
+            Some(describe(&signals))
+        } else if self.now() >= deadline {
+            Some(format!("not serving by {deadline}: {}", pending.join("; ")))
+        } else {
+            None
+        };
+        if let Some(reason) = failure {
+            let reason = format!(
+                "the backup {} does not serve: {reason}",
+                backup.daemonset.name
+            );
+            if self.target.options.no_rollback {
+                return Step::Failed {
+                    reason,
+                    state: format!(
+                        "{} is unchanged; the backup {} exists but does not serve",
+                        self.real.name, backup.daemonset.name
+                    ),
+                    resume: self.resume_command(),
+                };
+            }
+            if super::template_applied(self.real, original) {
+                // Nothing was changed: recording the rollback (same template, no pod touched)
+                // lets the rollback phase remove the backup and end the run as rolled back.
+                return self.roll_back(original, reason);
+            }
+            return Step::Failed {
+                reason,
+                state: format!(
+                    "{} runs neither its original template nor the target, and the backup {} \
+                     does not serve",
+                    self.real.name, backup.daemonset.name
+                ),
+                resume: self.resume_command(),
+            };
+        }
+        Step::WaitForBackup(Wait {
+            condition: if exclusive {
+                format!(
+                    "backup pods of {} created on every node (without port sharing they \
+                     crash-loop until the old pods stop)",
+                    self.component()
+                )
+            } else {
+                format!(
+                    "backup pods of {} Ready and serving on every node where {} runs",
+                    self.component(),
+                    self.real.name
+                )
+            },
+            recheck_at: self.recheck(deadline),
+            pending,
+            watch: self.watches(true),
+            deadline: Some(deadline),
+        })
+    }
+
+    /// What keeps the backup from covering every node the real DaemonSet runs on.
+    fn backup_pending(&self, backup: &BackupObservation, exclusive: bool) -> Vec<String> {
+        let nodes = self.real.nodes();
+        if nodes.is_empty() {
+            return vec![format!("{} has no pods", self.real.name)];
+        }
+        let name = container_name(self.obs);
+        let mut pending = Vec::new();
+        for node in nodes {
+            let pods: Vec<&PodObservation> = backup
+                .daemonset
+                .pods_on(node)
+                .filter(|pod| !pod.is_terminating())
+                .collect();
+            if pods.is_empty() {
+                pending.push(format!("{node}: no backup pod yet"));
+                continue;
+            }
+            let mut reasons = Vec::new();
+            let covered = pods.iter().any(|pod| {
+                if exclusive {
+                    let started = pod.main_container(name).is_some_and(|c| {
+                        c.restart_count > 0
+                            || matches!(
+                                c.state,
+                                ContainerState::Running { .. } | ContainerState::Terminated { .. }
+                            )
+                    });
+                    if !started {
+                        reasons.push(format!(
+                            "{node}: backup pod {} has not started yet",
+                            pod.name
+                        ));
+                    }
+                    started
+                } else {
+                    match pod_serves(self.obs, self.target, pod) {
+                        Ok(_) => true,
+                        Err(why) => {
+                            reasons.push(why);
+                            false
+                        }
+                    }
+                }
+            });
+            if !covered {
+                pending.extend(reasons);
+            }
+        }
+        pending
+    }
+
+    /// What keeps the real DaemonSet from serving on every node with current pods: the
+    /// rollout progress, plus (when `strict`) each rolled-out pod proven to serve.
+    fn serving_progress(&self, strict: bool) -> Vec<String> {
+        let mut pending = rollout_progress(self.obs, self.real).pending;
+        if strict {
+            for pod in &self.real.pods {
+                if pod_not_rolled_out(self.obs, self.real, pod).is_none()
+                    && let Err(why) = pod_serves(self.obs, self.target, pod)
+                {
+                    pending.push(why);
+                }
+            }
+        }
+        pending
+    }
+
+    /// Nodes where a backup pod serves but no real pod does: removing the backup would lose
+    /// them. Empty when the backup never served there (a rollback before the update).
+    fn backup_serves_where_real_does_not(&self, backup: &BackupObservation) -> Vec<String> {
+        backup
+            .daemonset
+            .pods
+            .iter()
+            .filter(|pod| pod_serves(self.obs, self.target, pod).is_ok())
+            .filter_map(|pod| {
+                let node = pod.node.as_deref()?;
+                let real_serves = self
+                    .real
+                    .pods_on(node)
+                    .any(|real| pod_serves(self.obs, self.target, real).is_ok());
+                (!real_serves).then(|| format!("{node}: the real pod does not serve yet"))
+            })
+            .collect()
+    }
+
+    fn remove_backup(&self, backup: &BackupObservation) -> Step {
+        Step::RemoveBackup {
+            name: backup.daemonset.name.clone(),
+            uid: backup.daemonset.uid.clone(),
+        }
+    }
+
+    /// Actions that only speed a wait up: a dead leader's Lease, a Terminating apiserver whose
+    /// replacement already serves, an `OnDelete` pod whose node is covered.
+    fn hurry(&self) -> Option<Step> {
+        lease_hand_over(self.obs)
+            .or_else(|| self.shorten_terminating())
+            .or_else(|| self.replace_on_delete())
+    }
+
+    /// An old kube-apiserver pod lingering Terminating (its watches keep it alive for its whole
+    /// grace period) while another pod on its node serves by its own identity Lease: delete it
+    /// again with a short grace period.
+    fn shorten_terminating(&self) -> Option<Step> {
+        if self.component() != Component::ApiServer {
+            return None;
+        }
+        let grace =
+            i64::try_from(self.target.options.shortened_grace.as_secs()).unwrap_or(i64::MAX);
+        let mut candidates: Vec<&PodObservation> = self
+            .obs
+            .all_pods()
+            .filter(|pod| pod.is_terminating())
+            .filter(|pod| {
+                pod.deletion_grace_seconds
+                    .or(pod.termination_grace_seconds)
+                    .unwrap_or(30)
+                    > grace
+            })
+            .filter(|pod| !pod.processes_stopped())
+            .collect();
+        candidates.sort_by(|a, b| (&a.node, &a.name).cmp(&(&b.node, &b.name)));
+        candidates.into_iter().find_map(|pod| {
+            let node = pod.node.as_deref()?;
+            let successor = self
+                .obs
+                .all_pods()
+                .filter(|other| other.name != pod.name && other.node.as_deref() == Some(node))
+                .find(|other| serves_by_identity(self.obs, self.target, other))?;
+            Some(Step::DeleteOldPod {
+                pod: pod.name.clone(),
+                uid: pod.uid.clone(),
+                node: node.to_string(),
+                grace_period_seconds: Some(grace),
+                why: format!(
+                    "it is Terminating and would linger for its whole grace period, while {} \
+                     on the same node serves by its own identity Lease",
+                    successor.name
+                ),
+            })
+        })
+    }
+
+    /// With `updateStrategy: OnDelete` the DaemonSet controller replaces nothing by itself:
+    /// delete the next old pod once every other node is rolled out and its node is covered
+    /// by a serving backup pod.
+    fn replace_on_delete(&self) -> Option<Step> {
+        if !self.real.is_on_delete() {
+            return None;
+        }
+        let backup = self.obs.backup.as_ref()?;
+        let mut old: Vec<&PodObservation> = self
+            .real
+            .pods
+            .iter()
+            .filter(|pod| !self.real.is_current(pod) && !pod.is_terminating())
+            .collect();
+        old.sort_by(|a, b| (&a.node, &a.name).cmp(&(&b.node, &b.name)));
+        let pod = old.first()?;
+        let node = pod.node.as_deref()?;
+        // One node at a time: every other node runs either a rolled-out new pod or its
+        // untouched old one, and no node is without a pod.
+        let others_settled = self
+            .real
+            .pods
+            .iter()
+            .filter(|other| other.node.as_deref() != Some(node))
+            .all(|other| {
+                pod_not_rolled_out(self.obs, self.real, other).is_none()
+                    || (!self.real.is_current(other) && !other.is_terminating() && other.ready)
+            });
+        let every_node_has_a_pod =
+            usize::try_from(self.real.status.desired).is_ok_and(|d| self.real.nodes().len() >= d);
+        if !others_settled || !every_node_has_a_pod {
+            return None;
+        }
+        let cover = backup
+            .daemonset
+            .pods_on(node)
+            .find_map(|b| pod_serves(self.obs, self.target, b).ok())?;
+        let grace = match cover {
+            Serving::Identity { .. } => Some(
+                i64::try_from(self.target.options.shortened_grace.as_secs()).unwrap_or(i64::MAX),
+            ),
+            Serving::Soaked | Serving::Standby => None,
+        };
+        Some(Step::DeleteOldPod {
+            pod: pod.name.clone(),
+            uid: pod.uid.clone(),
+            node: node.to_string(),
+            grace_period_seconds: grace,
+            why: "the DaemonSet's update strategy is OnDelete, and the backup serves on its \
+                  node"
+                .to_string(),
+        })
+    }
+
+    /// The earliest moment the decision can change by time alone: the deadline, the end of a
+    /// soak, the moment identity publishing is decided.
+    fn recheck(&self, deadline: Timestamp) -> Option<Timestamp> {
+        let now = self.now();
+        let soaks = self
+            .obs
+            .all_pods()
+            .filter_map(|pod| soak_ends_at(self.obs, self.target, pod));
+        let decided = match identity_publishing(self.obs) {
+            IdentityPublishing::Undetermined { decided_at }
+                if self.component() == Component::ApiServer =>
+            {
+                decided_at
+            }
+            _ => None,
+        };
+        soaks
+            .chain(decided)
+            .chain(std::iter::once(deadline))
+            .filter(|t| *t > now)
+            .min()
+            .or(Some(deadline))
+    }
+}

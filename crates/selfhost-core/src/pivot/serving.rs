@@ -1,0 +1,198 @@
+//! When does a pod *serve*? Ready is not enough.
+//!
+//! A readiness probe of a host-network pod goes to `127.0.0.1:<port>`; with port sharing the
+//! kernel hands it to whichever process it likes, so a starting kube-apiserver is reported
+//! Ready within milliseconds because the old process answered. A kube-apiserver counts as
+//! serving only when it says so itself: its own identity Lease appeared after its process
+//! started and is being renewed. Clusters that publish no identity Leases (before 1.26, or
+//! the `APIServerIdentity` gate off) fall back to Ready plus a soak.
+//!
+//! Attribution of an identity to a pod: a holder on the pod's host whose
+//! [`IdentitySighting::holder_since`] is at or after the pod's process start, renewed within
+//! [`IDENTITY_FRESHNESS`], and not possibly another process on the same host that started
+//! between the two (then the holder could be that one's). A holder with unknown
+//! `holder_since` vouches for nobody.
+//!
+//! Controller-managers and schedulers publish nothing while on standby; for them serving
+//! means running as a standby: Ready, running, on a Ready node.
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use super::{Target, container_name};
+use crate::component::Component;
+use crate::observation::{IDENTITY_FRESHNESS, IdentitySighting, Observation, PodObservation, time};
+
+/// Whether the cluster's kube-apiservers publish identity Leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "publishing")]
+pub enum IdentityPublishing {
+    /// A fresh identity Lease exists.
+    Published,
+    /// kube-apiservers have run longer than [`IDENTITY_FRESHNESS`] and none published one.
+    NotPublished,
+    /// No apiserver has run long enough to tell; decided at `decided_at` at the latest.
+    Undetermined {
+        /// When an apiserver will have run long enough to tell.
+        decided_at: Option<Timestamp>,
+    },
+}
+
+/// Decides [`IdentityPublishing`] from the apiservers already running.
+pub fn identity_publishing(obs: &Observation) -> IdentityPublishing {
+    if obs.identity_leases.iter().any(|s| s.is_fresh(obs.now)) {
+        return IdentityPublishing::Published;
+    }
+    let name = Component::ApiServer.name();
+    let started = obs
+        .all_pods()
+        .filter(|pod| pod.ready)
+        .filter_map(|pod| pod.process_started_at(name));
+    let earliest = started.min();
+    match earliest {
+        Some(start) if time::age(obs.now, start) >= IDENTITY_FRESHNESS => {
+            IdentityPublishing::NotPublished
+        }
+        _ => IdentityPublishing::Undetermined {
+            decided_at: earliest.map(|start| time::after(start, IDENTITY_FRESHNESS)),
+        },
+    }
+}
+
+/// How a pod was found to serve.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "by")]
+pub enum Serving {
+    /// A kube-apiserver whose own identity Lease vouches for it.
+    Identity {
+        /// The Lease.
+        lease: String,
+        /// The holder identity attributed to the pod.
+        holder: String,
+    },
+    /// A kube-apiserver on a cluster without identity Leases, Ready for longer than the soak.
+    Soaked,
+    /// A controller-manager or scheduler running as a standby (or leader).
+    Standby,
+}
+
+/// Whether `pod` (of the real or the backup DaemonSet) serves; `Err` says why not.
+pub fn pod_serves(
+    obs: &Observation,
+    target: &Target,
+    pod: &PodObservation,
+) -> Result<Serving, String> {
+    let name = container_name(obs);
+    let node = pod.node.as_deref().unwrap_or("(unscheduled)");
+    if pod.is_terminating() {
+        return Err(format!("{node}: pod {} is terminating", pod.name));
+    }
+    if !obs.node_is_ready(node) {
+        return Err(format!("{node}: node is not Ready; waiting for it"));
+    }
+    let Some(started) = pod.process_started_at(name) else {
+        return Err(format!(
+            "{node}: pod {} has no running {name} process",
+            pod.name
+        ));
+    };
+    if !pod.ready {
+        return Err(format!("{node}: pod {} is not Ready", pod.name));
+    }
+    if obs.component != Component::ApiServer {
+        return Ok(Serving::Standby);
+    }
+    match identity_publishing(obs) {
+        IdentityPublishing::NotPublished => {
+            let since = pod.ready_since.map_or(started, |ready| ready.max(started));
+            let soak = target.options.identity_fallback_soak;
+            if time::age(obs.now, since) >= soak {
+                Ok(Serving::Soaked)
+            } else {
+                Err(format!(
+                    "{node}: pod {} is Ready; soaking until {} (this cluster publishes no \
+                     apiserver identity Leases)",
+                    pod.name,
+                    time::after(since, soak)
+                ))
+            }
+        }
+        IdentityPublishing::Published | IdentityPublishing::Undetermined { .. } => {
+            match attributed_identity(obs, pod, started) {
+                Some(sighting) => Ok(Serving::Identity {
+                    lease: sighting.lease.clone(),
+                    holder: sighting.holder.clone(),
+                }),
+                None => Err(format!(
+                    "{node}: pod {} is Ready, but no identity Lease of its own has appeared \
+                     since its process started at {started} (Ready alone can be answered by \
+                     another process on a shared port)",
+                    pod.name
+                )),
+            }
+        }
+    }
+}
+
+/// Whether `pod` serves by its own identity Lease (not by the soak fallback): the condition
+/// for shortening another apiserver's Terminating wait.
+pub(crate) fn serves_by_identity(obs: &Observation, target: &Target, pod: &PodObservation) -> bool {
+    matches!(pod_serves(obs, target, pod), Ok(Serving::Identity { .. }))
+}
+
+/// When the soak of `pod` ends, if the cluster uses the soak fallback and the pod is soaking.
+pub(crate) fn soak_ends_at(
+    obs: &Observation,
+    target: &Target,
+    pod: &PodObservation,
+) -> Option<Timestamp> {
+    if obs.component != Component::ApiServer
+        || identity_publishing(obs) != IdentityPublishing::NotPublished
+        || !pod.ready
+    {
+        return None;
+    }
+    let started = pod.process_started_at(container_name(obs))?;
+    let since = pod.ready_since.map_or(started, |ready| ready.max(started));
+    let end = time::after(since, target.options.identity_fallback_soak);
+    (end > obs.now).then_some(end)
+}
+
+fn attributed_identity<'a>(
+    obs: &'a Observation,
+    pod: &PodObservation,
+    started: Timestamp,
+) -> Option<&'a IdentitySighting> {
+    let node = pod.node.as_deref()?;
+    obs.identity_leases
+        .iter()
+        .filter(|sighting| sighting_node(obs, sighting) == Some(node))
+        .filter(|sighting| sighting.is_fresh(obs.now))
+        .filter(|sighting| sighting.holder_since.is_some_and(|since| since >= started))
+        .find(|sighting| !ambiguous(obs, pod, started, sighting))
+}
+
+/// The node a sighting's host is, by hostname label.
+fn sighting_node<'a>(obs: &'a Observation, sighting: &IdentitySighting) -> Option<&'a str> {
+    let hostname = sighting.hostname.as_deref()?;
+    obs.node_by_hostname(hostname)
+        .map(|node| node.name.as_str())
+}
+
+/// Whether another apiserver process on the pod's node started between the pod's process and
+/// the holder's appearance: then the holder may be that process's.
+fn ambiguous(
+    obs: &Observation,
+    pod: &PodObservation,
+    started: Timestamp,
+    sighting: &IdentitySighting,
+) -> bool {
+    let Some(since) = sighting.holder_since else {
+        return true;
+    };
+    let name = container_name(obs);
+    obs.all_pods()
+        .filter(|other| other.name != pod.name && other.node == pod.node)
+        .filter_map(|other| other.process_started_at(name))
+        .any(|other_start| other_start >= started && other_start <= since)
+}

@@ -1,0 +1,187 @@
+//! Removing the backup, and finishing a rollback.
+
+use super::builder::{Pod, World, target};
+use super::{check, row};
+use crate::component::Component::ApiServer;
+
+/// One node, rollout complete (new pod serving since `t(60)`), backup being deleted.
+fn removing() -> World {
+    World::steady(ApiServer, 1)
+        .backup()
+        .backup_serving()
+        .updated()
+        .new_pod("cp-1", Pod::Serving { started: 60 })
+        .backup_deleting(80)
+}
+
+#[test]
+fn the_backup_is_waited_for_until_gone() {
+    check(vec![
+        row(
+            "backup pod Terminating for 30 s while the new pod serves",
+            removing().backup_pod_terminating("cp-1", 30).at(92).build(),
+            target(ApiServer),
+            "delete-old-pod",
+            &[
+                "temp-upgrade-self-hosted-kube-apiserver-cp-1",
+                "\"grace_period_seconds\":5",
+            ],
+        ),
+        row(
+            "backup pod already on the short grace",
+            removing().backup_pod_terminating("cp-1", 5).at(92).build(),
+            target(ApiServer),
+            "wait-for-backup-gone",
+            &["still exists"],
+        ),
+        row(
+            "backup pods gone, DaemonSet not yet",
+            removing().remove_backup_pods().at(95).build(),
+            target(ApiServer),
+            "wait-for-backup-gone",
+            &["backup temp-upgrade-self-hosted-kube-apiserver and its pods gone"],
+        ),
+        row(
+            "backup stuck past the deadline",
+            removing()
+                .backup_pod_terminating("cp-1", 5)
+                .at(80 + 301)
+                .build(),
+            target(ApiServer),
+            "failed",
+            &["was not gone by", "finalizers"],
+        ),
+        row(
+            "backup gone: verify",
+            removing().backup_gone().at(100).build(),
+            target(ApiServer),
+            "verify",
+            &["/version"],
+        ),
+        row(
+            "backup gone and verified",
+            removing()
+                .backup_gone()
+                .api("v1.33.1", true)
+                .at(100)
+                .build(),
+            target(ApiServer),
+            "done",
+            &[],
+        ),
+    ]);
+}
+
+/// One node, the new pod failed and selfhost rolled back at `t(130)`.
+fn rolled_back() -> World {
+    World::steady(ApiServer, 1)
+        .backup()
+        .backup_serving()
+        .updated()
+        .new_pod("cp-1", Pod::ImagePull)
+        .rolled_back(130)
+}
+
+#[test]
+fn a_rollback_is_finished_then_reported() {
+    check(vec![
+        row(
+            "the failed pod still runs the target template",
+            rolled_back().at(131).build(),
+            target(ApiServer),
+            "wait-for-rollback",
+            &["back on the original template"],
+        ),
+        row(
+            "the restored pod starts",
+            rolled_back()
+                .new_pod("cp-1", Pod::Starting { started: 135 })
+                .at(136)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollback",
+            &["is not Ready"],
+        ),
+        row(
+            "the restored pod serves",
+            rolled_back()
+                .new_pod("cp-1", Pod::Serving { started: 135 })
+                .at(140)
+                .build(),
+            target(ApiServer),
+            "remove-backup",
+            &[],
+        ),
+        row(
+            "the original fails too",
+            rolled_back()
+                .new_pod("cp-1", Pod::ImagePull)
+                .at(140)
+                .build(),
+            target(ApiServer),
+            "failed",
+            &["the rollback to the original template is failing too"],
+        ),
+        row(
+            "the rollback does not complete in time",
+            rolled_back()
+                .new_pod("cp-1", Pod::Starting { started: 135 })
+                .at(130 + 301)
+                .build(),
+            target(ApiServer),
+            "failed",
+            &["not complete by"],
+        ),
+        row(
+            "backup removed after the rollback",
+            rolled_back()
+                .new_pod("cp-1", Pod::Serving { started: 135 })
+                .backup_gone()
+                .at(150)
+                .build(),
+            target(ApiServer),
+            "rolled-back",
+            &["pod crash-looping"],
+        ),
+    ]);
+}
+
+#[test]
+fn a_rollback_before_any_update_removes_a_backup_that_never_served() {
+    // The backup never served, so the real DaemonSet was never changed; the rollback only
+    // recorded itself. Removing the backup takes nothing that serves away.
+    let aborted = || {
+        World::steady(ApiServer, 1)
+            .backup()
+            .backup_pod("cp-1", Pod::ImagePull)
+            .rollback_recorded(20)
+    };
+    check(vec![
+        row(
+            "remove the backup",
+            aborted().at(21).build(),
+            target(ApiServer),
+            "remove-backup",
+            &[],
+        ),
+        row(
+            "then the run ends rolled back",
+            aborted().backup_gone().at(25).build(),
+            target(ApiServer),
+            "rolled-back",
+            &["the backup does not serve"],
+        ),
+        row(
+            "a rollback recorded before this backup belongs to an earlier run",
+            World::steady(ApiServer, 1)
+                .rollback_recorded(-100)
+                .backup()
+                .backup_serving()
+                .at(10)
+                .build(),
+            target(ApiServer),
+            "update-real",
+            &[],
+        ),
+    ]);
+}

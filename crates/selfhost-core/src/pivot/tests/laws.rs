@@ -1,0 +1,235 @@
+//! Laws of `next_step` over generated clusters.
+
+use proptest::prelude::*;
+
+use super::builder::{Pod, World, target};
+use super::decide;
+use crate::component::Component;
+use crate::observation::Observation;
+use crate::pivot::{Step, Target, pod_serves, template_applied};
+
+/// What one node looks like in a generated cluster.
+#[derive(Debug, Clone, Copy)]
+enum RealPod {
+    Old,
+    OldTerminating(i64),
+    Gone,
+    New(Pod),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum BackupPod {
+    Absent,
+    Present(Pod),
+    Terminating(Pod),
+}
+
+fn pod_state() -> impl Strategy<Value = Pod> {
+    // Serving pods are the interesting case for the laws: weigh them up.
+    prop_oneof![
+        4 => (0i64..120).prop_map(|started| Pod::Serving { started }),
+        1 => (0i64..120).prop_map(|started| Pod::ReadyNoIdentity { started }),
+        1 => (0i64..120).prop_map(|started| Pod::Starting { started }),
+        1 => Just(Pod::ImagePull),
+        1 => (0i32..5).prop_map(|restarts| Pod::CrashLoop { restarts }),
+        1 => Just(Pod::Creating),
+    ]
+}
+
+fn real_pod() -> impl Strategy<Value = RealPod> {
+    prop_oneof![
+        2 => Just(RealPod::Old),
+        1 => prop_oneof![Just(5i64), Just(30i64)].prop_map(RealPod::OldTerminating),
+        1 => Just(RealPod::Gone),
+        3 => pod_state().prop_map(RealPod::New),
+    ]
+}
+
+fn backup_pod() -> impl Strategy<Value = BackupPod> {
+    prop_oneof![
+        1 => Just(BackupPod::Absent),
+        4 => pod_state().prop_map(BackupPod::Present),
+        1 => pod_state().prop_map(BackupPod::Terminating),
+    ]
+}
+
+/// A generated cluster somewhere in a pivot of `component`.
+#[derive(Debug, Clone)]
+struct Scenario {
+    component: Component,
+    nodes: Vec<(RealPod, BackupPod)>,
+    backup: bool,
+    updated: bool,
+    rolled_back: bool,
+    deleting: bool,
+    identities: bool,
+    now: i64,
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    (
+        prop_oneof![
+            Just(Component::ApiServer),
+            Just(Component::ControllerManager),
+            Just(Component::Scheduler)
+        ],
+        proptest::collection::vec((real_pod(), backup_pod()), 1..=3),
+        any::<[bool; 5]>(),
+        0i64..400,
+    )
+        .prop_map(|(component, nodes, flags, now)| Scenario {
+            component,
+            nodes,
+            backup: flags[0],
+            updated: flags[1],
+            rolled_back: flags[1] && flags[2],
+            deleting: flags[0] && flags[3],
+            identities: flags[4],
+            now,
+        })
+}
+
+impl Scenario {
+    fn build(&self) -> Observation {
+        let mut world = World::steady(self.component, self.nodes.len());
+        world = if self.identities {
+            world.old_identities_known()
+        } else {
+            world.without_identity_leases()
+        };
+        if self.backup {
+            world = world.backup();
+        }
+        if self.updated {
+            world = world.updated();
+        }
+        if self.rolled_back {
+            world = world.rolled_back(200);
+        }
+        for (i, (real, backup)) in self.nodes.iter().enumerate() {
+            let node = format!("cp-{}", i + 1);
+            world = match real {
+                RealPod::Old => world,
+                RealPod::OldTerminating(grace) => world.old_terminating(&node, *grace),
+                RealPod::Gone => world.real_pods_gone(&node),
+                RealPod::New(state) => world.new_pod(&node, *state),
+            };
+            if self.backup {
+                world = match backup {
+                    BackupPod::Absent => world,
+                    BackupPod::Present(state) => world.backup_pod(&node, *state),
+                    BackupPod::Terminating(state) => world
+                        .backup_pod(&node, *state)
+                        .backup_pod_terminating(&node, 30),
+                };
+            }
+        }
+        if self.deleting {
+            world = world.backup_deleting(150);
+        }
+        world.at(self.now).build()
+    }
+}
+
+/// The pods that serve, by the engine's own definition.
+fn serving(obs: &Observation, target: &Target) -> Vec<String> {
+    obs.all_pods()
+        .filter(|pod| pod_serves(obs, target, pod).is_ok())
+        .map(|pod| pod.name.clone())
+        .collect()
+}
+
+/// The pods a step can take away.
+fn affected(step: &Step, obs: &Observation) -> Vec<String> {
+    let real = obs.real.as_ref();
+    match step {
+        Step::UpdateReal(update) | Step::RollBack { update, .. } => match real {
+            Some(real) if !template_applied(real, &update.template) => {
+                real.pods.iter().map(|p| p.name.clone()).collect()
+            }
+            _ => Vec::new(),
+        },
+        Step::RemoveBackup { .. } => obs
+            .backup
+            .iter()
+            .flat_map(|b| b.daemonset.pods.iter().map(|p| p.name.clone()))
+            .collect(),
+        Step::DeleteOldPod { pod, .. } => vec![pod.clone()],
+        _ => Vec::new(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(768))]
+
+    /// Never delete or update anything while the only serving apiservers would be lost.
+    #[test]
+    fn no_step_takes_away_the_last_serving_apiserver(scenario in scenario()) {
+        let target = target(Component::ApiServer);
+        let scenario = Scenario { component: Component::ApiServer, ..scenario };
+        let obs = scenario.build();
+        let step = decide(&obs, &target);
+        let serving = serving(&obs, &target);
+        let affected = affected(&step, &obs);
+        let survivors: Vec<&String> = serving.iter().filter(|p| !affected.contains(p)).collect();
+        prop_assert!(
+            serving.is_empty() || !survivors.is_empty(),
+            "{} takes away every serving apiserver {:?}", step.description(), serving
+        );
+    }
+
+    /// Before the real DaemonSet is changed, the backup serves on every node it runs on.
+    #[test]
+    fn the_real_daemonset_is_updated_only_when_the_backup_covers_every_node(scenario in scenario()) {
+        let target = target(scenario.component);
+        let obs = scenario.build();
+        if let Step::UpdateReal(_) = decide(&obs, &target) {
+            let real = obs.real.as_ref().expect("real");
+            let backup = obs.backup.as_ref().expect("an update needs a backup");
+            for node in real.nodes() {
+                prop_assert!(
+                    backup.daemonset.pods_on(node).any(|p| pod_serves(&obs, &target, p).is_ok()),
+                    "{node} is not covered"
+                );
+            }
+        }
+    }
+
+    /// The same observation always gives the same step.
+    #[test]
+    fn next_step_is_deterministic(scenario in scenario()) {
+        let target = target(scenario.component);
+        let obs = scenario.build();
+        prop_assert_eq!(decide(&obs, &target), decide(&obs.clone(), &target.clone()));
+    }
+
+    /// Done does not depend on the operator's options or on when the run started.
+    #[test]
+    fn done_stays_done(scenario in scenario(), force: bool, no_rollback: bool, earlier in 0i64..10_000) {
+        let target = target(scenario.component);
+        let obs = scenario.build();
+        if let Step::Done { .. } = decide(&obs, &target) {
+            let mut other = target.clone();
+            other.options.force = force;
+            other.options.no_rollback = no_rollback;
+            other.run_started_at = super::builder::t(-earlier);
+            let again = decide(&obs, &other);
+            prop_assert!(matches!(again, Step::Done { .. }), "became {}", again.description());
+        }
+    }
+
+    /// Every wait can end: it has a deadline, and is re-checked no later than it.
+    #[test]
+    fn every_wait_has_a_deadline(scenario in scenario()) {
+        let target = target(scenario.component);
+        let obs = scenario.build();
+        let step = decide(&obs, &target);
+        if let Some(wait) = step.wait() {
+            let deadline = wait.deadline.expect("a deadline");
+            let recheck = wait.recheck_at.expect("a recheck time");
+            prop_assert!(recheck <= deadline);
+            prop_assert!(!wait.pending.is_empty(), "{} waits for nothing", step.name());
+            prop_assert!(!wait.watch.is_empty());
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Leader hand-off: a Lease is handed over only when its holder's process is confirmed gone.
+
+use super::builder::{Pod, World, target};
+use super::{check, row};
+use crate::component::Component::{ControllerManager, Scheduler};
+
+/// One node; backup standby since `t(2)`; real DaemonSet updated; the old real pod's process
+/// on cp-1 leads since `t(-3000)`.
+fn updated(nodes: usize) -> World {
+    World::steady(ControllerManager, nodes)
+        .backup()
+        .backup_serving()
+        .updated()
+        .at(35)
+}
+
+#[test]
+fn the_lease_is_handed_over_only_when_its_holder_is_gone() {
+    check(vec![
+        row(
+            "the old leader still runs",
+            updated(1).build(),
+            target(ControllerManager),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "the old leader is Terminating but its process runs",
+            updated(1).old_terminating("cp-1", 30).build(),
+            target(ControllerManager),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "the old leader's process stopped",
+            updated(1)
+                .old_terminating("cp-1", 30)
+                .real_container_stopped("cp-1")
+                .build(),
+            target(ControllerManager),
+            "hand-over-lease",
+            &[
+                "\"resource_version\":\"500\"",
+                "cp-1_old-uuid",
+                "no kube-controller-manager process running on cp-1 is that old",
+            ],
+        ),
+        row(
+            "the old leader's pod is gone",
+            updated(1).real_pods_gone("cp-1").build(),
+            target(ControllerManager),
+            "hand-over-lease",
+            &["uid-lease"],
+        ),
+        row(
+            "the Lease already expired",
+            updated(1).real_pods_gone("cp-1").leader_renewed(10).build(),
+            target(ControllerManager),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "the holder's node is not Ready",
+            updated(1)
+                .real_pods_gone("cp-1")
+                .node_not_ready("cp-1")
+                .build(),
+            target(ControllerManager),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "the backup's standby took over: it may be the holder",
+            updated(1).real_pods_gone("cp-1").leader("cp-1", 5).build(),
+            target(ControllerManager),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "a holder on a node without our pods may be anything",
+            {
+                let mut w = updated(3).real_pods_gone("cp-3").leader("cp-3", -100);
+                w.backup_mut()
+                    .daemonset
+                    .pods
+                    .retain(|p| p.node.as_deref() != Some("cp-3"));
+                w.build()
+            },
+            target(ControllerManager),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "scheduler too",
+            World::steady(Scheduler, 1)
+                .backup()
+                .backup_serving()
+                .updated()
+                .real_pods_gone("cp-1")
+                .at(35)
+                .build(),
+            target(Scheduler),
+            "hand-over-lease",
+            &["kube-scheduler"],
+        ),
+    ]);
+}
+
+#[test]
+fn the_backups_leadership_is_handed_to_the_new_pods_when_it_goes() {
+    let going = || {
+        World::steady(ControllerManager, 1)
+            .backup()
+            .backup_serving()
+            .updated()
+            .new_pod("cp-1", Pod::Serving { started: 50 })
+            .leader("cp-1", 40)
+            .backup_deleting(70)
+            .at(75)
+    };
+    check(vec![
+        row(
+            "the backup's process still runs",
+            going().build(),
+            target(ControllerManager),
+            "wait-for-backup-gone",
+            &[],
+        ),
+        row(
+            "the backup's process stopped",
+            {
+                let mut w = going();
+                for pod in &mut w.backup_mut().daemonset.pods {
+                    pod.deleting_since = Some(super::builder::t(70));
+                    pod.containers[0].state = crate::observation::ContainerState::Terminated {
+                        reason: Some("Completed".into()),
+                        exit_code: 0,
+                        finished_at: None,
+                    };
+                }
+                w.build()
+            },
+            target(ControllerManager),
+            "hand-over-lease",
+            &["cp-1_uuid-40"],
+        ),
+        row(
+            "then the new pod leads",
+            going().backup_gone().leader("cp-1", 80).at(82).build(),
+            target(ControllerManager),
+            "done",
+            &[],
+        ),
+    ]);
+}

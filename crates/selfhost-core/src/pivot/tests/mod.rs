@@ -1,0 +1,82 @@
+//! Table-driven tests of the pivot: one row per situation, one line of setup each.
+
+mod backing_up;
+pub(crate) mod builder;
+mod builder_backup;
+mod finishing;
+mod laws;
+mod leases;
+mod resume;
+mod rolling_out;
+mod start;
+
+use super::{Step, Target, next_step};
+use crate::observation::Observation;
+
+/// One situation and what must happen in it.
+pub(crate) struct Row {
+    /// What the row is about.
+    pub(crate) case: &'static str,
+    pub(crate) obs: Observation,
+    pub(crate) target: Target,
+    /// The expected step's name.
+    pub(crate) step: &'static str,
+    /// Texts the step must mention (in its reason, fix, pending lines or fields).
+    pub(crate) mentions: &'static [&'static str],
+}
+
+pub(crate) fn row(
+    case: &'static str,
+    obs: Observation,
+    target: Target,
+    step: &'static str,
+    mentions: &'static [&'static str],
+) -> Row {
+    Row {
+        case,
+        obs,
+        target,
+        step,
+        mentions,
+    }
+}
+
+/// Runs every row and reports every mismatch at once.
+pub(crate) fn check(rows: Vec<Row>) {
+    let mut failures = Vec::new();
+    for row in rows {
+        let step = next_step(&row.obs, &row.target);
+        let text = serde_json::to_string(&step).expect("steps serialise");
+        if step.name() != row.step {
+            failures.push(format!(
+                "{}: expected {}, got {}: {}",
+                row.case,
+                row.step,
+                step.name(),
+                step.description()
+            ));
+            continue;
+        }
+        for mention in row.mentions {
+            if !text.contains(mention) {
+                failures.push(format!(
+                    "{}: {} does not mention {mention:?}: {text}",
+                    row.case,
+                    step.name()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// The target with its options changed.
+pub(crate) fn with(mut target: Target, f: impl FnOnce(&mut super::PivotOptions)) -> Target {
+    f(&mut target.options);
+    target
+}
+
+/// The step for one observation.
+pub(crate) fn decide(obs: &Observation, target: &Target) -> Step {
+    next_step(obs, target)
+}

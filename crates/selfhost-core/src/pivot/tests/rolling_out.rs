@@ -1,0 +1,328 @@
+//! Waiting for the rollout of the real DaemonSet, speeding it up, and deciding to roll back.
+
+use super::builder::{Pod, UPDATE_AT, World, t, target};
+use super::{check, row, with};
+use crate::component::Component::{ApiServer, ControllerManager};
+
+/// One node, backup serving since `t(2)`, real DaemonSet updated at [`UPDATE_AT`].
+fn updated() -> World {
+    World::steady(ApiServer, 1)
+        .backup()
+        .backup_serving()
+        .updated()
+}
+
+#[test]
+fn the_rollout_completes_only_when_every_new_pod_serves() {
+    check(vec![
+        row(
+            "the controller has not replaced the old pod yet",
+            updated().at(UPDATE_AT + 1).build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["runs the previous template", "\"deadline\""],
+        ),
+        row(
+            "the old pod is gone, no new pod yet",
+            updated().real_pods_gone("cp-1").build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["has no pods"],
+        ),
+        row(
+            "the new pod is starting",
+            updated()
+                .new_pod("cp-1", Pod::Starting { started: 60 })
+                .at(61)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["is not Ready"],
+        ),
+        row(
+            "lying readiness: new pod Ready without its own identity",
+            updated()
+                .new_pod("cp-1", Pod::ReadyNoIdentity { started: 60 })
+                .at(70)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["no identity Lease of its own"],
+        ),
+        row(
+            "the new pod serves by its own identity",
+            updated()
+                .new_pod("cp-1", Pod::Serving { started: 60 })
+                .at(70)
+                .build(),
+            target(ApiServer),
+            "remove-backup",
+            &["uid-backup", "temp-upgrade-self-hosted-kube-apiserver"],
+        ),
+        row(
+            "the controller has not observed the update",
+            updated().all_new(60).controller_lagging().at(70).build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["observe generation 2"],
+        ),
+        row(
+            "controller-manager standby on the new template",
+            World::steady(ControllerManager, 1)
+                .backup()
+                .backup_serving()
+                .updated()
+                .all_new(60)
+                .at(70)
+                .build(),
+            target(ControllerManager),
+            "remove-backup",
+            &[],
+        ),
+        row(
+            "three nodes, one rolled",
+            World::steady(ApiServer, 3)
+                .backup()
+                .backup_serving()
+                .updated()
+                .new_pod("cp-1", Pod::Serving { started: 60 })
+                .at(70)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["cp-2: pod", "cp-3: pod"],
+        ),
+    ]);
+}
+
+#[test]
+fn an_old_apiserver_lingering_terminating_is_deleted_sooner_only_when_its_successor_serves() {
+    check(vec![
+        row(
+            "Terminating with 30 s grace, backup serving by identity",
+            updated().old_terminating("cp-1", 30).at(35).build(),
+            target(ApiServer),
+            "delete-old-pod",
+            &[
+                "\"grace_period_seconds\":5",
+                "serves by its own identity Lease",
+                "uid-old-cp-1",
+            ],
+        ),
+        row(
+            "already deleted with the short grace",
+            updated().old_terminating("cp-1", 5).at(35).build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["is terminating"],
+        ),
+        row(
+            "without identity Leases the soak is not enough to cut a grace period",
+            World::steady(ApiServer, 1)
+                .without_identity_leases()
+                .backup()
+                .backup_serving()
+                .updated()
+                .old_terminating("cp-1", 30)
+                .at(35)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "its processes already stopped",
+            updated()
+                .old_terminating("cp-1", 30)
+                .real_container_stopped("cp-1")
+                .at(35)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "three nodes: the one the controller is replacing",
+            World::steady(ApiServer, 3)
+                .backup()
+                .backup_serving()
+                .updated()
+                .new_pod("cp-1", Pod::Serving { started: 40 })
+                .old_terminating("cp-2", 30)
+                .at(50)
+                .build(),
+            target(ApiServer),
+            "delete-old-pod",
+            &["old-cp-2"],
+        ),
+        row(
+            "a controller-manager pod is not hurried",
+            World::steady(ControllerManager, 1)
+                .backup()
+                .backup_serving()
+                .updated()
+                .old_terminating("cp-1", 30)
+                .leader("cp-1", 5)
+                .at(35)
+                .build(),
+            target(ControllerManager),
+            "wait-for-rollout",
+            &[],
+        ),
+    ]);
+}
+
+#[test]
+fn with_on_delete_the_engine_replaces_old_pods_one_node_at_a_time() {
+    check(vec![
+        row(
+            "the first old pod",
+            World::steady(ApiServer, 2)
+                .on_delete()
+                .backup()
+                .backup_serving()
+                .updated()
+                .at(35)
+                .build(),
+            target(ApiServer),
+            "delete-old-pod",
+            &["old-cp-1", "OnDelete", "\"grace_period_seconds\":5"],
+        ),
+        row(
+            "not the next before the first is replaced",
+            World::steady(ApiServer, 2)
+                .on_delete()
+                .backup()
+                .backup_serving()
+                .updated()
+                .new_pod("cp-1", Pod::Starting { started: 40 })
+                .at(45)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "the next once the first serves",
+            World::steady(ApiServer, 2)
+                .on_delete()
+                .backup()
+                .backup_serving()
+                .updated()
+                .new_pod("cp-1", Pod::Serving { started: 40 })
+                .at(50)
+                .build(),
+            target(ApiServer),
+            "delete-old-pod",
+            &["old-cp-2"],
+        ),
+    ]);
+}
+
+#[test]
+fn failing_new_pods_are_rolled_back_while_the_backup_serves() {
+    check(vec![
+        row(
+            "image cannot be pulled",
+            updated().new_pod("cp-1", Pod::ImagePull).at(60).build(),
+            target(ApiServer),
+            "roll-back",
+            &[
+                "ImagePullBackOff",
+                "kube-apiserver:v1.32.4",
+                "selfhost.dev/rollback-reason",
+            ],
+        ),
+        row(
+            "crash-looping past the threshold",
+            updated()
+                .new_pod("cp-1", Pod::CrashLoop { restarts: 3 })
+                .at(90)
+                .build(),
+            target(ApiServer),
+            "roll-back",
+            &["crash-looping (3 restarts, last exit: Error)"],
+        ),
+        row(
+            "one restart is not a crash loop",
+            updated()
+                .new_pod("cp-1", Pod::CrashLoop { restarts: 1 })
+                .at(90)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "a higher threshold",
+            updated()
+                .new_pod("cp-1", Pod::CrashLoop { restarts: 3 })
+                .at(90)
+                .build(),
+            with(target(ApiServer), |o| o.crash_loop_restarts = 5),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "never Ready by the deadline",
+            updated()
+                .new_pod("cp-1", Pod::Starting { started: 60 })
+                .at(UPDATE_AT + 301)
+                .build(),
+            target(ApiServer),
+            "roll-back",
+            &["not complete 300s after", "is not Ready"],
+        ),
+        row(
+            "a shorter deadline",
+            updated()
+                .new_pod("cp-1", Pod::Starting { started: 60 })
+                .at(UPDATE_AT + 61)
+                .build(),
+            with(target(ApiServer), |o| {
+                o.deadline = std::time::Duration::from_secs(60)
+            }),
+            "roll-back",
+            &[],
+        ),
+        row(
+            "--no-rollback stops with the backup serving",
+            updated().new_pod("cp-1", Pod::ImagePull).at(60).build(),
+            with(target(ApiServer), |o| o.no_rollback = true),
+            "failed",
+            &[
+                "keeps serving with the original template",
+                "selfhost apply v1.33.1",
+                "rolls back otherwise",
+            ],
+        ),
+        row(
+            "no serving backup: rolling back is not safe",
+            updated()
+                .remove_backup_pods()
+                .new_pod("cp-1", Pod::ImagePull)
+                .at(60)
+                .build(),
+            target(ApiServer),
+            "failed",
+            &["rolling back is not safe", "no pod of"],
+        ),
+    ]);
+}
+
+#[test]
+fn a_resumed_run_gives_the_rollout_its_full_deadline_again() {
+    let obs = updated()
+        .new_pod("cp-1", Pod::Starting { started: 60 })
+        .at(UPDATE_AT + 301)
+        .build();
+    let mut resumed = target(ApiServer);
+    resumed.run_started_at = t(UPDATE_AT + 200);
+    check(vec![row(
+        "resumed 200 s after the update",
+        obs,
+        resumed,
+        "wait-for-rollout",
+        &[],
+    )]);
+}

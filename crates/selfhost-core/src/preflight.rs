@@ -1,0 +1,470 @@
+//! Preflight: may `apply` start on this cluster? Pure checks over one observation of every
+//! component, each with a stable id, a verdict, and a message that says what to do.
+//!
+//! `plan` lists them all; `apply` refuses (exit 3) when any fails. A component whose upgrade
+//! to the same target is already under way (our backup exists) is not required to have
+//! converged: `apply` resumes it.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use serde::Serialize;
+
+use crate::backup::BackupOrigin;
+use crate::component::Component;
+use crate::disruption::{ApiImpact, ClusterShape, expected_disruption};
+use crate::observation::{NodeReadiness, Observation};
+use crate::rollout::rollout_progress;
+use crate::skew::{self, ApiServerVersion, KubeletVersion, SkewFlags, SkewInput, SupportedRange};
+use crate::version::KubeVersion;
+
+/// Everything preflight looks at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterObservation {
+    /// One observation per component; a component missing here was not observed.
+    pub components: Vec<Observation>,
+    /// The version each kube-apiserver reports.
+    pub apiserver_versions: Vec<ApiServerVersion>,
+    /// The kubelet version of each node.
+    pub kubelets: Vec<KubeletVersion>,
+}
+
+impl ClusterObservation {
+    fn component(&self, component: Component) -> Option<&Observation> {
+        self.components.iter().find(|o| o.component == component)
+    }
+}
+
+/// What the upgrade would be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreflightTarget {
+    /// The target version.
+    pub version: KubeVersion,
+    /// The rendered target template per component.
+    pub templates: BTreeMap<Component, PodTemplateSpec>,
+    /// The skew flags; `force` also lets a foreign backup be taken over.
+    pub flags: SkewFlags,
+    /// `--accept-downtime`.
+    pub accept_downtime: bool,
+    /// The supported versions ([`skew::SUPPORTED_VERSIONS`] outside tests).
+    pub supported: SupportedRange,
+}
+
+/// The checks, each with a stable kebab-case id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckId {
+    /// `/readyz` answers ok and `/version` is known.
+    ApiHealthy,
+    /// The three real DaemonSets exist.
+    DaemonSetsExist,
+    /// Each has converged, with at least one pod.
+    DaemonSetsConverged,
+    /// Every control-plane node is Ready.
+    NodesReady,
+    /// No backup DaemonSet that `apply` cannot continue.
+    NoForeignBackup,
+    /// The version-skew policy.
+    VersionSkew,
+    /// What the hand-over will cost, and whether it needs `--accept-downtime`.
+    ExpectedDisruption,
+}
+
+impl CheckId {
+    /// The stable id, e.g. `nodes-ready`.
+    pub fn id(self) -> &'static str {
+        match self {
+            CheckId::ApiHealthy => "api-healthy",
+            CheckId::DaemonSetsExist => "daemonsets-exist",
+            CheckId::DaemonSetsConverged => "daemonsets-converged",
+            CheckId::NodesReady => "nodes-ready",
+            CheckId::NoForeignBackup => "no-foreign-backup",
+            CheckId::VersionSkew => "version-skew",
+            CheckId::ExpectedDisruption => "expected-disruption",
+        }
+    }
+}
+
+/// A check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Fine.
+    Pass,
+    /// Fine, but the operator should know.
+    Warn,
+    /// Refuses the upgrade.
+    Fail,
+}
+
+/// One result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// Which check.
+    pub id: CheckId,
+    /// The component it concerns, if one.
+    pub component: Option<Component>,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// What was found.
+    pub message: String,
+    /// What to do about a failure or warning.
+    pub fix: Option<String>,
+}
+
+/// All results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PreflightReport {
+    /// In check order, components in upgrade order.
+    pub checks: Vec<Check>,
+}
+
+impl PreflightReport {
+    /// The failed checks.
+    pub fn failures(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| c.verdict == Verdict::Fail)
+    }
+
+    /// Whether `apply` may start.
+    pub fn allows(&self) -> bool {
+        self.failures().next().is_none()
+    }
+}
+
+struct Report(Vec<Check>);
+
+impl Report {
+    fn add(
+        &mut self,
+        id: CheckId,
+        component: Option<Component>,
+        verdict: Verdict,
+        message: String,
+        fix: Option<String>,
+    ) {
+        self.0.push(Check {
+            id,
+            component,
+            verdict,
+            message,
+            fix,
+        });
+    }
+}
+
+/// Runs every check.
+pub fn preflight(cluster: &ClusterObservation, target: &PreflightTarget) -> PreflightReport {
+    let mut report = Report(Vec::new());
+    api_healthy(&mut report, cluster);
+    for component in Component::ALL {
+        daemonset(&mut report, cluster, target, component);
+    }
+    nodes_ready(&mut report, cluster);
+    for component in Component::ALL {
+        backup(&mut report, cluster, target, component);
+    }
+    version_skew(&mut report, cluster, target);
+    for component in Component::ALL {
+        disruption(&mut report, cluster, target, component);
+    }
+    PreflightReport { checks: report.0 }
+}
+
+fn api_healthy(report: &mut Report, cluster: &ClusterObservation) {
+    let api = cluster
+        .component(Component::ApiServer)
+        .or(cluster.components.first())
+        .map(|o| &o.api);
+    let (verdict, message) = match api {
+        None => (Verdict::Fail, "the API server was not observed".to_string()),
+        Some(api) if !api.readyz_ok => (
+            Verdict::Fail,
+            format!(
+                "/readyz is not ok{}",
+                api.readyz_detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            ),
+        ),
+        Some(api) => match &api.git_version {
+            None => (Verdict::Fail, "/version did not answer".to_string()),
+            Some(version) => (Verdict::Pass, format!("/readyz ok, /version {version}")),
+        },
+    };
+    let fix = (verdict == Verdict::Fail).then(|| {
+        "make the API server healthy first: `kubectl get --raw '/readyz?verbose'`".to_string()
+    });
+    report.add(CheckId::ApiHealthy, None, verdict, message, fix);
+}
+
+fn daemonset(
+    report: &mut Report,
+    cluster: &ClusterObservation,
+    target: &PreflightTarget,
+    component: Component,
+) {
+    let name = component.daemonset_name();
+    let Some(real) = cluster
+        .component(component)
+        .and_then(|o| o.real.as_ref().map(|r| (o, r)))
+    else {
+        report.add(
+            CheckId::DaemonSetsExist,
+            Some(component),
+            Verdict::Fail,
+            format!("DaemonSet kube-system/{name} does not exist"),
+            Some("convert the control plane first: `selfhost convert to-self-hosted`".into()),
+        );
+        return;
+    };
+    let (obs, real) = real;
+    report.add(
+        CheckId::DaemonSetsExist,
+        Some(component),
+        Verdict::Pass,
+        format!("{name} exists"),
+        None,
+    );
+    if resuming(obs, &target.version) {
+        report.add(
+            CheckId::DaemonSetsConverged,
+            Some(component),
+            Verdict::Pass,
+            format!(
+                "an upgrade of {component} to {} is in progress; apply resumes it",
+                target.version
+            ),
+            None,
+        );
+        return;
+    }
+    if real.pods.is_empty() {
+        report.add(
+            CheckId::DaemonSetsConverged,
+            Some(component),
+            Verdict::Fail,
+            format!("{name} has no pods: {component} runs on no node"),
+            Some(format!(
+                "check its node selector, tolerations and events: `kubectl -n kube-system describe ds {name}`"
+            )),
+        );
+        return;
+    }
+    let progress = rollout_progress(obs, real);
+    if progress.is_complete() {
+        report.add(
+            CheckId::DaemonSetsConverged,
+            Some(component),
+            Verdict::Pass,
+            format!("{name}: {} pods, all current and Ready", real.pods.len()),
+            None,
+        );
+    } else {
+        report.add(
+            CheckId::DaemonSetsConverged,
+            Some(component),
+            Verdict::Fail,
+            format!("{name} has not converged: {}", progress.pending.join("; ")),
+            Some(format!(
+                "wait for it or repair the failing pods (`kubectl -n kube-system rollout status ds/{name}`)"
+            )),
+        );
+    }
+}
+
+/// Whether our backup for this very target exists: the upgrade is under way.
+fn resuming(obs: &Observation, version: &KubeVersion) -> bool {
+    obs.backup.as_ref().is_some_and(|b| {
+        matches!(&b.record, Ok(r) if matches!(&r.origin, BackupOrigin::Selfhost { target } if target == version))
+    })
+}
+
+fn nodes_ready(report: &mut Report, cluster: &ClusterObservation) {
+    let nodes = cluster
+        .components
+        .first()
+        .map(|o| o.nodes.as_slice())
+        .unwrap_or_default();
+    if nodes.is_empty() {
+        report.add(
+            CheckId::NodesReady,
+            None,
+            Verdict::Fail,
+            "no control-plane node was found".into(),
+            Some("label the control-plane nodes node-role.kubernetes.io/control-plane".into()),
+        );
+        return;
+    }
+    let not_ready: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.ready != NodeReadiness::Ready)
+        .map(|n| match &n.ready {
+            NodeReadiness::NotReady {
+                reason: Some(reason),
+            } => format!("{} is NotReady ({reason})", n.name),
+            NodeReadiness::NotReady { reason: None } => format!("{} is NotReady", n.name),
+            _ => format!("{} is not reporting (Ready unknown)", n.name),
+        })
+        .collect();
+    if not_ready.is_empty() {
+        report.add(
+            CheckId::NodesReady,
+            None,
+            Verdict::Pass,
+            format!("{} control-plane node(s), all Ready", nodes.len()),
+            None,
+        );
+    } else {
+        report.add(
+            CheckId::NodesReady,
+            None,
+            Verdict::Fail,
+            not_ready.join("; "),
+            Some(
+                "bring the node(s) back (check the kubelet) or remove them from the cluster".into(),
+            ),
+        );
+    }
+}
+
+fn backup(
+    report: &mut Report,
+    cluster: &ClusterObservation,
+    target: &PreflightTarget,
+    component: Component,
+) {
+    let Some(backup) = cluster.component(component).and_then(|o| o.backup.as_ref()) else {
+        return;
+    };
+    let name = &backup.daemonset.name;
+    let force = target.flags.force;
+    let (verdict, message, fix) = match &backup.record {
+        Err(error) => (
+            if force { Verdict::Warn } else { Verdict::Fail },
+            format!(
+                "{error}{}",
+                if force {
+                    "; --force takes it over as a backup of its own template"
+                } else {
+                    ""
+                }
+            ),
+            Some(format!(
+                "delete it if no upgrade is running (`kubectl -n kube-system delete ds {name}`), or pass --force"
+            )),
+        ),
+        Ok(record) => match &record.origin {
+            BackupOrigin::Kubeadm => (
+                Verdict::Warn,
+                format!(
+                    "{name} was left by kubeadm; apply adopts it as a backup of the template it copied"
+                ),
+                None,
+            ),
+            BackupOrigin::Selfhost { target: other } if other != &target.version => (
+                if force { Verdict::Warn } else { Verdict::Fail },
+                format!(
+                    "{name} belongs to an upgrade to {other}{}",
+                    if force { "; --force takes it over" } else { "" }
+                ),
+                Some(format!(
+                    "finish it with `selfhost apply {other}`, or pass --force to take it over"
+                )),
+            ),
+            BackupOrigin::Selfhost { .. } => (
+                Verdict::Pass,
+                format!("{name} belongs to this upgrade; apply resumes it"),
+                None,
+            ),
+        },
+    };
+    report.add(
+        CheckId::NoForeignBackup,
+        Some(component),
+        verdict,
+        message,
+        fix,
+    );
+}
+
+fn version_skew(report: &mut Report, cluster: &ClusterObservation, target: &PreflightTarget) {
+    let skew = skew::check(&SkewInput {
+        control_plane: cluster.apiserver_versions.clone(),
+        target: target.version.clone(),
+        kubelets: cluster.kubelets.clone(),
+        supported: target.supported,
+        flags: target.flags,
+    });
+    if skew.findings.is_empty() {
+        report.add(
+            CheckId::VersionSkew,
+            None,
+            Verdict::Pass,
+            format!(
+                "moving to {} is within the version-skew policy",
+                target.version
+            ),
+            None,
+        );
+    }
+    for finding in &skew.findings {
+        report.add(
+            CheckId::VersionSkew,
+            None,
+            if finding.blocking {
+                Verdict::Fail
+            } else {
+                Verdict::Warn
+            },
+            format!("{}: {}", finding.rule, finding.message),
+            None,
+        );
+    }
+}
+
+fn disruption(
+    report: &mut Report,
+    cluster: &ClusterObservation,
+    target: &PreflightTarget,
+    component: Component,
+) {
+    let (Some(obs), Some(template)) = (
+        cluster.component(component),
+        target.templates.get(&component),
+    ) else {
+        return;
+    };
+    if obs.real.is_none() {
+        return;
+    }
+    let expected = expected_disruption(component, &ClusterShape::observe(obs, template));
+    let text = expected.explanation.join("; ");
+    let (verdict, message, fix) = if let Some(blocked) = expected.blocked {
+        (
+            Verdict::Fail,
+            blocked,
+            Some("render the target with --permit-port-sharing=true".to_string()),
+        )
+    } else if expected.requires_accept_downtime && !target.accept_downtime {
+        (
+            Verdict::Fail,
+            text,
+            Some("pass --accept-downtime to accept it, or first give the live DaemonSet --permit-port-sharing=true".into()),
+        )
+    } else if expected.api != ApiImpact::None || expected.requires_accept_downtime {
+        (Verdict::Warn, text, None)
+    } else {
+        (Verdict::Pass, text, None)
+    };
+    report.add(
+        CheckId::ExpectedDisruption,
+        Some(component),
+        verdict,
+        message,
+        fix,
+    );
+}

@@ -1,0 +1,306 @@
+//! Preflight: every refusal with its message.
+
+use super::*;
+use crate::pivot::tests::builder::{NEW, OLD, Pod, World, template, version};
+use crate::skew::SUPPORTED_VERSIONS;
+
+/// A healthy three-component cluster on [`OLD`]; `change` edits each component's world.
+fn cluster(nodes: usize, change: impl Fn(Component, World) -> World) -> ClusterObservation {
+    ClusterObservation {
+        components: Component::ALL
+            .into_iter()
+            .map(|c| change(c, World::steady(c, nodes)).build())
+            .collect(),
+        apiserver_versions: (1..=nodes)
+            .map(|i| ApiServerVersion {
+                name: format!("cp-{i}"),
+                version: version(OLD),
+            })
+            .collect(),
+        kubelets: (1..=nodes)
+            .map(|i| KubeletVersion {
+                node: format!("cp-{i}"),
+                version: OLD.to_string(),
+            })
+            .collect(),
+    }
+}
+
+fn target_to(v: &str) -> PreflightTarget {
+    PreflightTarget {
+        version: version(v),
+        templates: Component::ALL
+            .into_iter()
+            .map(|c| (c, template(c, v, true)))
+            .collect(),
+        flags: SkewFlags::default(),
+        accept_downtime: false,
+        supported: SUPPORTED_VERSIONS,
+    }
+}
+
+fn failures(report: &PreflightReport) -> Vec<(CheckId, Option<Component>, String)> {
+    report
+        .failures()
+        .map(|c| {
+            (
+                c.id,
+                c.component,
+                format!("{} | {}", c.message, c.fix.clone().unwrap_or_default()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_healthy_cluster_passes_every_check() {
+    let report = preflight(&cluster(3, |_, w| w), &target_to(NEW));
+    assert!(report.allows(), "{:?}", failures(&report));
+    let ids: Vec<&str> = report.checks.iter().map(|c| c.id.id()).collect();
+    for id in [
+        "api-healthy",
+        "daemonsets-exist",
+        "daemonsets-converged",
+        "nodes-ready",
+        "version-skew",
+        "expected-disruption",
+    ] {
+        assert!(ids.contains(&id), "{id} missing from {ids:?}");
+    }
+    // Three nodes behind a load balancer: nothing to warn about.
+    assert!(
+        report.checks.iter().all(|c| c.verdict == Verdict::Pass),
+        "{:?}",
+        report.checks
+    );
+}
+
+/// A change to each component's world.
+type Change = fn(Component, World) -> World;
+/// Case, nodes, change, target version, the failing check, its component, a phrase of it.
+type Refusal = (
+    &'static str,
+    usize,
+    Change,
+    &'static str,
+    CheckId,
+    Option<Component>,
+    &'static str,
+);
+
+#[test]
+fn each_refusal_says_what_is_wrong_and_what_to_do() {
+    use Component::{ApiServer, ControllerManager, Scheduler};
+    let rows: Vec<Refusal> = vec![
+        (
+            "API unhealthy",
+            1,
+            |_, w| w.api(OLD, false),
+            NEW,
+            CheckId::ApiHealthy,
+            None,
+            "[-]etcd failed",
+        ),
+        (
+            "a NotReady node",
+            3,
+            |_, w| w.node_not_ready("cp-2"),
+            NEW,
+            CheckId::NodesReady,
+            None,
+            "cp-2 is NotReady (KubeletNotReady) | bring the node(s) back",
+        ),
+        (
+            "a missing DaemonSet",
+            1,
+            |c, mut w| {
+                if c == Scheduler {
+                    w.obs.real = None;
+                }
+                w
+            },
+            NEW,
+            CheckId::DaemonSetsExist,
+            Some(Scheduler),
+            "self-hosted-kube-scheduler does not exist",
+        ),
+        (
+            "zero pods",
+            1,
+            |c, w| {
+                if c == ControllerManager {
+                    w.real_pods_gone("cp-1")
+                } else {
+                    w
+                }
+            },
+            NEW,
+            CheckId::DaemonSetsConverged,
+            Some(ControllerManager),
+            "has no pods",
+        ),
+        (
+            "not converged",
+            3,
+            |c, w| {
+                if c == ApiServer {
+                    w.new_pod("cp-3", Pod::Starting { started: -5 })
+                } else {
+                    w
+                }
+            },
+            NEW,
+            CheckId::DaemonSetsConverged,
+            Some(ApiServer),
+            "cp-3: pod",
+        ),
+        (
+            "a backup of another upgrade",
+            1,
+            |c, w| {
+                if c == ApiServer {
+                    w.backup_for("v1.33.0")
+                } else {
+                    w
+                }
+            },
+            NEW,
+            CheckId::NoForeignBackup,
+            Some(ApiServer),
+            "upgrade to v1.33.0 | finish it with `selfhost apply v1.33.0`",
+        ),
+        (
+            "an unreadable backup",
+            1,
+            |c, w| {
+                if c == Scheduler {
+                    w.backup_corrupt()
+                } else {
+                    w
+                }
+            },
+            NEW,
+            CheckId::NoForeignBackup,
+            Some(Scheduler),
+            "--force",
+        ),
+        (
+            "a skipped minor",
+            1,
+            |_, w| w,
+            "v1.34.0",
+            CheckId::VersionSkew,
+            None,
+            "upgrade-skips-minor",
+        ),
+        (
+            "one node without port sharing",
+            1,
+            |_, w| w.live_without_port_sharing(),
+            NEW,
+            CheckId::ExpectedDisruption,
+            Some(ApiServer),
+            "--accept-downtime",
+        ),
+    ];
+    for (case, nodes, change, to, id, component, text) in rows {
+        let report = preflight(&cluster(nodes, change), &target_to(to));
+        assert!(!report.allows(), "{case}: allowed");
+        let found = failures(&report);
+        assert!(
+            found
+                .iter()
+                .any(|(i, c, message)| *i == id && *c == component && message.contains(text)),
+            "{case}: no {id:?} failure mentioning {text:?} in {found:#?}"
+        );
+    }
+}
+
+#[test]
+fn an_upgrade_in_progress_is_resumable_not_refused() {
+    // The apiserver is mid-rollout: not converged, but our backup for this target exists.
+    let report = preflight(
+        &cluster(1, |c, w| {
+            if c == Component::ApiServer {
+                w.backup()
+                    .backup_serving()
+                    .updated()
+                    .new_pod("cp-1", Pod::Starting { started: 40 })
+            } else {
+                w
+            }
+        }),
+        &target_to(NEW),
+    );
+    assert!(report.allows(), "{:?}", failures(&report));
+    let resumed: Vec<&Check> = report
+        .checks
+        .iter()
+        .filter(|c| c.component == Some(Component::ApiServer) && c.message.contains("resumes"))
+        .collect();
+    assert_eq!(resumed.len(), 2, "{:?}", report.checks);
+}
+
+#[test]
+fn force_and_accept_downtime_turn_refusals_into_warnings() {
+    let foreign = cluster(1, |c, w| {
+        if c == Component::ApiServer {
+            w.backup_for("v1.33.0")
+        } else {
+            w
+        }
+    });
+    let mut forced = target_to(NEW);
+    forced.flags.force = true;
+    let report = preflight(&foreign, &forced);
+    assert!(report.allows(), "{:?}", failures(&report));
+    assert!(
+        report
+            .checks
+            .iter()
+            .any(|c| c.id == CheckId::NoForeignBackup && c.verdict == Verdict::Warn)
+    );
+
+    let no_sharing = cluster(1, |_, w| w.live_without_port_sharing());
+    let mut accepted = target_to(NEW);
+    accepted.accept_downtime = true;
+    let report = preflight(&no_sharing, &accepted);
+    assert!(report.allows(), "{:?}", failures(&report));
+    let warned = report
+        .checks
+        .iter()
+        .find(|c| c.id == CheckId::ExpectedDisruption && c.component == Some(Component::ApiServer))
+        .expect("disruption check");
+    assert_eq!(warned.verdict, Verdict::Warn);
+    assert!(
+        warned.message.contains("the API is down"),
+        "{}",
+        warned.message
+    );
+}
+
+#[test]
+fn a_kubeadm_backup_is_a_warning_and_adopted() {
+    let report = preflight(
+        &cluster(1, |c, w| {
+            if c == Component::ControllerManager {
+                w.backup_by_kubeadm()
+            } else {
+                w
+            }
+        }),
+        &target_to(NEW),
+    );
+    assert!(report.allows(), "{:?}", failures(&report));
+    let check = report
+        .checks
+        .iter()
+        .find(|c| c.id == CheckId::NoForeignBackup)
+        .expect("backup check");
+    assert_eq!(check.verdict, Verdict::Warn);
+    assert!(
+        check.message.contains("left by kubeadm"),
+        "{}",
+        check.message
+    );
+}

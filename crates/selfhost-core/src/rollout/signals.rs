@@ -1,0 +1,179 @@
+//! Signals that a rollout is failing and will not recover by waiting.
+
+use std::fmt;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::observation::{ContainerState, PodObservation};
+
+/// Waiting reasons that mean the image cannot be obtained or used. The kubelet retries pulls,
+/// but a wrong tag or a missing image does not fix itself, and kube-apiserver pods that cannot
+/// start only prolong the time the backup must serve alone.
+pub const IMAGE_FAILURE_REASONS: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+];
+
+/// Waiting reasons of a container that keeps exiting.
+pub const CRASH_LOOP_REASONS: &[&str] = &["CrashLoopBackOff", "RunContainerError"];
+
+/// How eagerly a crash loop counts as failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SignalPolicy {
+    /// Restarts of one container from which its pod counts as crash-looping. A real
+    /// kube-apiserver sharing its port occasionally exits once at start (loopback TLS
+    /// cross-talk), so one restart alone is not a failure.
+    pub crash_loop_restarts: i32,
+    /// Ignore crash loops entirely: used for backup pods that are expected to crash-loop on an
+    /// occupied port until the old pod leaves (no port sharing on the live template).
+    pub ignore_crash_loops: bool,
+}
+
+/// One reason to stop waiting and roll back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "signal")]
+pub enum FailureSignal {
+    /// A container's image cannot be pulled or used.
+    Image {
+        /// The pod.
+        pod: String,
+        /// Its node.
+        node: Option<String>,
+        /// The container.
+        container: String,
+        /// The kubelet's reason, e.g. `ImagePullBackOff`.
+        reason: String,
+        /// The kubelet's message, e.g. the registry's answer.
+        message: Option<String>,
+    },
+    /// A container keeps exiting.
+    CrashLoop {
+        /// The pod.
+        pod: String,
+        /// Its node.
+        node: Option<String>,
+        /// The container.
+        container: String,
+        /// Its restart count.
+        restarts: i32,
+        /// Why it last terminated (`Error`, `OOMKilled`...).
+        last_termination: Option<String>,
+    },
+    /// The rollout did not complete in time.
+    Deadline {
+        /// When the clock started.
+        since: Timestamp,
+        /// The allowed duration, in seconds.
+        allowed_seconds: u64,
+        /// What was still missing.
+        pending: Vec<String>,
+    },
+}
+
+impl FailureSignal {
+    /// A deadline signal.
+    pub fn deadline(since: Timestamp, allowed: Duration, pending: Vec<String>) -> Self {
+        FailureSignal::Deadline {
+            since,
+            allowed_seconds: allowed.as_secs(),
+            pending,
+        }
+    }
+}
+
+impl fmt::Display for FailureSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on = |node: &Option<String>| node.as_deref().unwrap_or("(unscheduled)").to_string();
+        match self {
+            FailureSignal::Image {
+                pod,
+                node,
+                container,
+                reason,
+                message,
+            } => {
+                write!(f, "{}: pod {pod} container {container}: {reason}", on(node))?;
+                if let Some(message) = message {
+                    write!(f, " ({message})")?;
+                }
+                Ok(())
+            }
+            FailureSignal::CrashLoop {
+                pod,
+                node,
+                container,
+                restarts,
+                last_termination,
+            } => {
+                write!(
+                    f,
+                    "{}: pod {pod} container {container} is crash-looping ({restarts} restarts",
+                    on(node)
+                )?;
+                if let Some(reason) = last_termination {
+                    write!(f, ", last exit: {reason}")?;
+                }
+                f.write_str(")")
+            }
+            FailureSignal::Deadline {
+                since,
+                allowed_seconds,
+                pending,
+            } => {
+                write!(
+                    f,
+                    "not complete {allowed_seconds}s after {since}: {}",
+                    pending.join("; ")
+                )
+            }
+        }
+    }
+}
+
+/// The failure signals shown by `pods` (terminating pods are ignored: they are going anyway).
+pub fn failure_signals<'a>(
+    pods: impl IntoIterator<Item = &'a PodObservation>,
+    policy: SignalPolicy,
+) -> Vec<FailureSignal> {
+    let mut signals = Vec::new();
+    for pod in pods.into_iter().filter(|p| !p.is_terminating()) {
+        for container in &pod.containers {
+            let reason = container.state.waiting_reason();
+            if let Some(reason) = reason.filter(|r| IMAGE_FAILURE_REASONS.contains(r)) {
+                let message = match &container.state {
+                    ContainerState::Waiting { message, .. } => message.clone(),
+                    _ => None,
+                };
+                signals.push(FailureSignal::Image {
+                    pod: pod.name.clone(),
+                    node: pod.node.clone(),
+                    container: container.name.clone(),
+                    reason: reason.to_string(),
+                    message,
+                });
+                continue;
+            }
+            let crash_looping = reason.is_some_and(|r| CRASH_LOOP_REASONS.contains(&r))
+                || !matches!(container.state, ContainerState::Running { .. });
+            if !policy.ignore_crash_loops
+                && crash_looping
+                && container.restart_count >= policy.crash_loop_restarts
+            {
+                signals.push(FailureSignal::CrashLoop {
+                    pod: pod.name.clone(),
+                    node: pod.node.clone(),
+                    container: container.name.clone(),
+                    restarts: container.restart_count,
+                    last_termination: container.last_termination.clone(),
+                });
+            }
+        }
+    }
+    signals
+}
