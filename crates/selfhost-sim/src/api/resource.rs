@@ -72,7 +72,13 @@ fn get(call: &Call<'_>) -> Result<Response, ApiError> {
             .and_then(|r| r.parse().ok())
             .unwrap_or(0);
         let include = call.query.get("includeObject").unwrap_or("Metadata");
-        return Ok(respond::table(rt, &[obj], rv, None, include));
+        return Ok(respond::table(
+            rt,
+            &[obj],
+            rv,
+            respond::Page::default(),
+            include,
+        ));
     }
     Ok(respond::json(200, &*obj))
 }
@@ -97,7 +103,7 @@ fn list(call: &Call<'_>) -> Result<Response, ApiError> {
             rt,
             &list.items,
             list.resource_version,
-            list.continue_token.as_deref(),
+            respond::Page::of(&list),
             include,
         ));
     }

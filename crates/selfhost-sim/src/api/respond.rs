@@ -106,21 +106,45 @@ struct ListBody<'a> {
     items: Vec<&'a Value>,
 }
 
-/// The body of a list: `{"kind":"PodList","apiVersion":"v1","metadata":{...},"items":[...]}`.
-pub(crate) fn list(rt: &ResourceType, list: &ObjectList) -> Response {
-    let mut metadata = json!({ "resourceVersion": list.resource_version.to_string() });
-    if let Some(c) = &list.continue_token {
+/// Where a list page ends: the token for the next page and how many items follow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Page<'a> {
+    /// `metadata.continue`.
+    pub(crate) continue_token: Option<&'a str>,
+    /// `metadata.remainingItemCount`.
+    pub(crate) remaining_item_count: Option<u64>,
+}
+
+impl<'a> Page<'a> {
+    /// The page a store list ended on.
+    pub(crate) fn of(list: &'a ObjectList) -> Self {
+        Page {
+            continue_token: list.continue_token.as_deref(),
+            remaining_item_count: list.remaining_item_count,
+        }
+    }
+}
+
+/// A `ListMeta`: the resource version and, for a page that is not the last, what follows.
+fn list_metadata(resource_version: u64, page: Page<'_>) -> Value {
+    let mut metadata = json!({ "resourceVersion": resource_version.to_string() });
+    if let Some(c) = page.continue_token {
         metadata["continue"] = json!(c);
     }
-    if let Some(n) = list.remaining_item_count {
+    if let Some(n) = page.remaining_item_count {
         metadata["remainingItemCount"] = json!(n);
     }
+    metadata
+}
+
+/// The body of a list: `{"kind":"PodList","apiVersion":"v1","metadata":{...},"items":[...]}`.
+pub(crate) fn list(rt: &ResourceType, list: &ObjectList) -> Response {
     json(
         200,
         &ListBody {
             kind: rt.list_kind,
             api_version: rt.api_version(),
-            metadata,
+            metadata: list_metadata(list.resource_version, Page::of(list)),
             items: list.items.iter().map(|i| &**i).collect(),
         },
     )
@@ -143,21 +167,19 @@ pub(crate) fn plain_list(
     )
 }
 
-/// A Table of objects for `kubectl get`.
+/// A Table of objects for `kubectl get`. Tables page like lists: a page's metadata carries
+/// `continue` and `remainingItemCount` (`kubectl get --chunk-size` follows them).
 pub(crate) fn table(
     rt: &ResourceType,
     items: &[Arc<Value>],
     resource_version: u64,
-    continue_token: Option<&str>,
+    page: Page<'_>,
     include_object: &str,
 ) -> Response {
     let owned: Vec<Value> = items.iter().map(|i| (**i).clone()).collect();
     let mut table =
         crate::table::to_table(rt, &owned, &resource_version.to_string(), include_object);
-    if let Some(token) = continue_token {
-        // Tables page like lists: the token rides in their metadata.
-        table["metadata"]["continue"] = json!(token);
-    }
+    table["metadata"] = list_metadata(resource_version, page);
     match serde_json::to_vec(&table) {
         Ok(bytes) => json_bytes(200, bytes, TABLE_CONTENT_TYPE),
         Err(e) => error(&ApiError::internal(format!("encoding the table: {e}"))),

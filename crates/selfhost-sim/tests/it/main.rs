@@ -9,6 +9,7 @@ mod conformance_bodies;
 mod conformance_delete;
 mod conformance_patch;
 mod conformance_server;
+mod conformance_tables;
 mod conformance_validation;
 mod conformance_watch;
 mod kubectl;

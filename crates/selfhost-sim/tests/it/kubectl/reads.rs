@@ -1,9 +1,13 @@
 //! What a user reads: tables, YAML, selectors, raw health, version, discovery, errors.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
+use kube::api::PostParams;
 use selfhost_sim::{SimServer, SimServerOptions};
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::common::pod;
 
 use super::{Kubectl, cluster, row, seed, tables};
 
@@ -239,4 +243,51 @@ async fn kubectl_verifies_the_tls_simulator_and_sends_its_token() {
     assert!(sim.endpoint().starts_with("https://"), "{}", sim.endpoint());
     let out = kubectl.ok(&["get", "nodes"]).await;
     assert_eq!(row(&out, "cp-1")["STATUS"], "Ready");
+}
+
+#[tokio::test]
+async fn get_in_chunks_shows_every_pod_once() {
+    let sim = cluster().await;
+    let Some(kubectl) = Kubectl::for_sim(&sim, "get pods -A --chunk-size=2") else {
+        return;
+    };
+    let pods: Api<Pod> = Api::namespaced(sim.client(), "default");
+    for name in ["web-1", "web-2", "web-3"] {
+        pods.create(&PostParams::default(), &pod(name, json!({}), None))
+            .await
+            .expect("create a pod");
+    }
+    let out = kubectl
+        .run(&["get", "pods", "-A", "--chunk-size=2", "-v=6"])
+        .await;
+    assert!(out.success, "{}", out.stderr);
+    let pages = out.stderr.matches("limit=2").count();
+    assert_eq!(pages, 3, "three pages of two: {}", out.stderr);
+    assert_eq!(out.stderr.matches("continue=").count(), 2, "{}", out.stderr);
+    let names: Vec<String> = tables(&out.stdout)
+        .into_iter()
+        .flatten()
+        .map(|row| row["NAME"].clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "web-1",
+            "web-2",
+            "web-3",
+            "kube-apiserver-cp-1",
+            "kube-scheduler-cp-1"
+        ],
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stdout
+            .lines()
+            .filter(|l| l.starts_with("NAMESPACE"))
+            .count(),
+        1,
+        "one header across the pages: {}",
+        out.stdout
+    );
 }
