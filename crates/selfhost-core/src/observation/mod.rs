@@ -143,18 +143,40 @@ impl DaemonSetObservation {
         nodes
     }
 
-    /// Whether `pod` runs the current pod template: its `pod-template-generation` label equals
-    /// the DaemonSet's template generation, or its `controller-revision-hash` label equals the
-    /// current revision's hash (the DaemonSet controller's own rule).
+    /// Whether `pod` runs the current pod template, by the DaemonSet controller's own rule: its
+    /// `pod-template-generation` label equals the DaemonSet's template generation, or its
+    /// `controller-revision-hash` label is the current revision's.
+    ///
+    /// The hash matters after a rollback: the restored template is an old revision again, so
+    /// the pods that never left it count as current although their generation label is old.
+    /// The current hash is [`Self::current_revision_hash`] when the engine read it, otherwise
+    /// inferred from a pod that carries the current template generation.
     pub fn is_current(&self, pod: &PodObservation) -> bool {
         let by_generation = self
             .template_generation
             .is_some_and(|g| pod.template_generation == Some(g));
-        let by_hash = self
-            .current_revision_hash
+        by_generation
+            || pod
+                .revision_hash
+                .as_deref()
+                .is_some_and(|hash| self.current_hashes().any(|current| current == hash))
+    }
+
+    /// The revision hashes known to be current: the engine's, and those of pods labelled with
+    /// the current template generation.
+    fn current_hashes(&self) -> impl Iterator<Item = &str> {
+        let inferred = self
+            .pods
+            .iter()
+            .filter(move |p| {
+                self.template_generation.is_some()
+                    && p.template_generation == self.template_generation
+            })
+            .filter_map(|p| p.revision_hash.as_deref());
+        self.current_revision_hash
             .as_deref()
-            .is_some_and(|hash| pod.revision_hash.as_deref() == Some(hash));
-        by_generation || by_hash
+            .into_iter()
+            .chain(inferred)
     }
 
     /// Whether the update strategy is `OnDelete`: then the DaemonSet controller never replaces

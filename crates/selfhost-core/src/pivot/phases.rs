@@ -213,27 +213,32 @@ impl Cx<'_> {
         }
     }
 
-    /// Why replacing the real pods now could take away the last serving process, if it could:
-    /// every node where a real pod serves needs a serving backup pod, and some backup pod
-    /// must serve.
+    /// Why restoring the original template now could take a serving process away, if it
+    /// could. A rollback replaces the pods on the target template (the others already run the
+    /// original revision and stay): each of those that serves needs a serving backup pod on its
+    /// node, and something must serve once they are gone.
     fn rollback_hazard(&self, backup: &BackupObservation) -> Option<String> {
-        let serving_backup: Vec<&PodObservation> = backup
-            .daemonset
+        let serves = |pod: &PodObservation| pod_serves(self.obs, self.target, pod).is_ok();
+        let serving_backup: Vec<&PodObservation> =
+            backup.daemonset.pods.iter().filter(|p| serves(p)).collect();
+        let (replaced, kept): (Vec<&PodObservation>, Vec<&PodObservation>) = self
+            .real
             .pods
             .iter()
-            .filter(|pod| pod_serves(self.obs, self.target, pod).is_ok())
-            .collect();
-        if serving_backup.is_empty() {
-            return Some(format!("no pod of {} serves", backup.daemonset.name));
+            .partition(|pod| self.real.is_current(pod));
+        if serving_backup.is_empty() && !kept.iter().any(|p| serves(p)) {
+            return Some(format!(
+                "no pod of {} serves, and no real pod outside the rollback does",
+                backup.daemonset.name
+            ));
         }
-        self.real
-            .pods
+        replaced
             .iter()
-            .filter(|pod| pod_serves(self.obs, self.target, pod).is_ok())
+            .filter(|p| serves(p))
             .find(|pod| !serving_backup.iter().any(|b| b.node == pod.node))
             .map(|pod| {
                 format!(
-                    "{}: the real pod {} serves and no backup pod there does",
+                    "{}: the new pod {} serves and no backup pod there does",
                     pod.node.as_deref().unwrap_or("(unscheduled)"),
                     pod.name
                 )
@@ -516,7 +521,7 @@ impl Cx<'_> {
             .pods_on(node)
             .find_map(|b| pod_serves(self.obs, self.target, b).ok())?;
         let grace = match cover {
-            Serving::Identity { .. } => Some(
+            Serving::Identity { .. } | Serving::Identities { .. } => Some(
                 i64::try_from(self.target.options.shortened_grace.as_secs()).unwrap_or(i64::MAX),
             ),
             Serving::Soaked | Serving::Standby => None,

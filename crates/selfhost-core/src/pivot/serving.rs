@@ -7,11 +7,21 @@
 //! started and is being renewed. Clusters that publish no identity Leases (before 1.26, or
 //! the `APIServerIdentity` gate off) fall back to Ready plus a soak.
 //!
-//! Attribution of an identity to a pod: a holder on the pod's host whose
-//! [`IdentitySighting::holder_since`] is at or after the pod's process start, renewed within
-//! [`IDENTITY_FRESHNESS`], and not possibly another process on the same host that started
-//! between the two (then the holder could be that one's). A holder with unknown
-//! `holder_since` vouches for nobody.
+//! Holder identities are per process but say nothing about *which* pod they belong to, so a
+//! pod counts as serving by identity in one of two ways (both only with holders renewed within
+//! [`IDENTITY_FRESHNESS`] on the pod's host):
+//! - **attribution**: a holder whose [`IdentitySighting::holder_since`] is at or after the
+//!   pod's process start, unless another apiserver process on the host started between the
+//!   two (then the holder could be that one's). Exact when each process has its own Lease.
+//! - **counting**: the host has at least as many distinct holders renewed since its newest
+//!   apiserver process started (plus a second, as start times are truncated to seconds) as it
+//!   has running apiserver processes. Each process publishes one identity, so every process
+//!   on the host serves. This is what works when all processes of a host share one Lease and
+//!   take it over from each other on every renewal, and for processes that were already
+//!   running when the engine started watching.
+//!
+//! Neither can be fooled by a probe answered by another process: a process that does not
+//! serve publishes nothing.
 //!
 //! Controller-managers and schedulers publish nothing while on standby; for them serving
 //! means running as a standby: Ready, running, on a Ready node.
@@ -70,6 +80,11 @@ pub enum Serving {
         /// The holder identity attributed to the pod.
         holder: String,
     },
+    /// A kube-apiserver on a host with as many live identities as apiserver processes.
+    Identities {
+        /// The holders live on the host.
+        holders: Vec<String>,
+    },
     /// A kube-apiserver on a cluster without identity Leases, Ready for longer than the soak.
     Soaked,
     /// A controller-manager or scheduler running as a standby (or leader).
@@ -118,11 +133,14 @@ pub fn pod_serves(
             }
         }
         IdentityPublishing::Published | IdentityPublishing::Undetermined { .. } => {
-            match attributed_identity(obs, pod, started) {
-                Some(sighting) => Ok(Serving::Identity {
+            if let Some(sighting) = attributed_identity(obs, pod, started) {
+                return Ok(Serving::Identity {
                     lease: sighting.lease.clone(),
                     holder: sighting.holder.clone(),
-                }),
+                });
+            }
+            match counted_identities(obs, pod) {
+                Some(holders) => Ok(Serving::Identities { holders }),
                 None => Err(format!(
                     "{node}: pod {} is Ready, but no identity Lease of its own has appeared \
                      since its process started at {started} (Ready alone can be answered by \
@@ -137,7 +155,10 @@ pub fn pod_serves(
 /// Whether `pod` serves by its own identity Lease (not by the soak fallback): the condition
 /// for shortening another apiserver's Terminating wait.
 pub(crate) fn serves_by_identity(obs: &Observation, target: &Target, pod: &PodObservation) -> bool {
-    matches!(pod_serves(obs, target, pod), Ok(Serving::Identity { .. }))
+    matches!(
+        pod_serves(obs, target, pod),
+        Ok(Serving::Identity { .. } | Serving::Identities { .. })
+    )
 }
 
 /// When the soak of `pod` ends, if the cluster uses the soak fallback and the pod is soaking.
@@ -170,6 +191,41 @@ fn attributed_identity<'a>(
         .filter(|sighting| sighting.is_fresh(obs.now))
         .filter(|sighting| sighting.holder_since.is_some_and(|since| since >= started))
         .find(|sighting| !ambiguous(obs, pod, started, sighting))
+}
+
+/// The holders that make every apiserver process on the pod's host accounted for, if they
+/// do (see the module documentation).
+fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<Vec<String>> {
+    let node = pod.node.as_deref()?;
+    let name = container_name(obs);
+    let on_host: Vec<&PodObservation> = obs
+        .all_pods()
+        .filter(|p| p.node.as_deref() == Some(node))
+        .filter(|p| {
+            p.main_container(name).is_none_or(|c| {
+                matches!(
+                    c.state,
+                    crate::observation::ContainerState::Running { .. }
+                        | crate::observation::ContainerState::Unknown
+                )
+            })
+        })
+        .collect();
+    // A process whose start is unknown could be anything: nothing can be counted.
+    let starts: Option<Vec<Timestamp>> =
+        on_host.iter().map(|p| p.process_started_at(name)).collect();
+    let newest = starts?.into_iter().max()?;
+    let since = time::after(newest, std::time::Duration::from_secs(1));
+    let mut holders: Vec<String> = obs
+        .identity_leases
+        .iter()
+        .filter(|s| sighting_node(obs, s) == Some(node) && s.is_fresh(obs.now))
+        .filter(|s| s.last_renewed.is_some_and(|renewed| renewed >= since))
+        .map(|s| s.holder.clone())
+        .collect();
+    holders.sort();
+    holders.dedup();
+    (holders.len() >= on_host.len()).then_some(holders)
 }
 
 /// The node a sighting's host is, by hostname label.

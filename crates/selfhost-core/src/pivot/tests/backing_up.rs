@@ -11,11 +11,12 @@ fn one_node() -> World {
 }
 
 /// The backup pod on cp-1 is reported Ready since `t(2)`, and an identity with this history
-/// is seen on cp-1.
+/// is the only one seen on cp-1 (the old process's identity is not seen).
 fn backup_with_identity(since: Option<i64>, renewed: i64) -> Observation {
     let mut world = one_node()
         .backup_pod("cp-1", Pod::ReadyNoIdentity { started: 2 })
         .at(10);
+    world.obs.identity_leases.clear();
     world.obs.identity_leases.push(IdentitySighting {
         lease: "apiserver-cp-1".into(),
         hostname: Some("cp-1".into()),
@@ -136,6 +137,10 @@ fn a_probe_answered_by_another_process_never_lets_the_pivot_proceed() {
         pod.containers[0].state = ContainerState::Running {
             started_at: Some(t(5)),
         };
+    }
+    // The old process died when it restarted; its identity was last renewed before that.
+    for sighting in &mut world.obs.identity_leases {
+        sighting.last_renewed = Some(t(4));
     }
     world.obs.identity_leases.push(IdentitySighting {
         lease: "apiserver-cp-1".into(),
@@ -339,4 +344,50 @@ fn the_backup_carries_port_sharing_when_the_live_template_lacks_it() {
     let record = crate::backup::read_backup(&daemonset, ApiServer).expect("record");
     let real = obs.real.as_ref().expect("real");
     assert_eq!(record.original_template, real.template);
+}
+
+/// All processes of a host may share one identity Lease and take it over from each other on
+/// every renewal, and a resumed engine saw both holders from its first read: then nothing
+/// says which holder is whose, but two live holders for two processes means both serve.
+#[test]
+fn two_live_identities_for_two_processes_on_a_host_is_enough() {
+    let shared = |holders: &[(&str, i64)]| {
+        let mut world = one_node()
+            .backup_pod("cp-1", Pod::ReadyNoIdentity { started: 2 })
+            .at(30);
+        world.obs.identity_leases = holders
+            .iter()
+            .map(|(holder, renewed)| IdentitySighting {
+                lease: "apiserver-cp-1".into(),
+                hostname: Some("cp-1".into()),
+                holder: (*holder).into(),
+                holder_since: None,
+                last_renewed: Some(t(*renewed)),
+            })
+            .collect();
+        world.build()
+    };
+    check(vec![
+        row(
+            "both holders renewed since the backup started",
+            shared(&[("apiserver-cp-1_a", 25), ("apiserver-cp-1_b", 28)]),
+            target(ApiServer),
+            "update-real",
+            &[],
+        ),
+        row(
+            "one holder for two processes",
+            shared(&[("apiserver-cp-1_a", 28)]),
+            target(ApiServer),
+            "wait-for-backup",
+            &["no identity Lease of its own"],
+        ),
+        row(
+            "the second holder last renewed before the backup started",
+            shared(&[("apiserver-cp-1_a", 28), ("apiserver-cp-1_b", 2)]),
+            target(ApiServer),
+            "wait-for-backup",
+            &[],
+        ),
+    ]);
 }

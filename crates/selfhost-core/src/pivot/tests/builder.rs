@@ -105,6 +105,12 @@ pub(crate) struct World {
     identities: bool,
     /// Whether the DaemonSet controller lags one generation behind the real DaemonSet.
     lagging: bool,
+    /// The `controller-revision-hash` new pods get: the real template's revision.
+    revision: &'static str,
+    /// The pod whose process publishes each identity holder: a process that is gone (pod
+    /// removed, or its container not running) publishes nothing, so [`World::build`] drops
+    /// its sightings.
+    owners: BTreeMap<String, String>,
 }
 
 impl World {
@@ -168,6 +174,8 @@ impl World {
             },
             identities: true,
             lagging: false,
+            revision: "rev-1",
+            owners: BTreeMap::new(),
         };
         for node in &node_names {
             let pod = world.pod(
@@ -178,6 +186,9 @@ impl World {
             );
             world.real_mut().pods.push(pod);
             if component == Component::ApiServer {
+                world
+                    .owners
+                    .insert(format!("apiserver-{node}-old_1"), format!("old-{node}"));
                 world.obs.identity_leases.push(IdentitySighting {
                     lease: format!("apiserver-{node}-old"),
                     hostname: Some(node.clone()),
@@ -261,6 +272,8 @@ impl World {
             && self.obs.component == Component::ApiServer
             && started > -3600
         {
+            self.owners
+                .insert(format!("apiserver-{name}_uuid"), name.to_string());
             self.obs.identity_leases.push(IdentitySighting {
                 lease: format!("apiserver-{name}"),
                 hostname: Some(node.to_string()),
@@ -280,7 +293,7 @@ impl World {
             uid: Some(format!("uid-{name}")),
             node: Some(node.to_string()),
             template_generation: Some(generation),
-            revision_hash: None,
+            revision_hash: Some(self.revision.to_string()),
             phase: Some(
                 if container_is_running(&container) {
                     "Running"
@@ -358,6 +371,8 @@ impl World {
             "2".into(),
         );
         real.template = new;
+        self.revision = "rev-2";
+        let real = self.real_mut();
         real.generation = Some(2);
         real.template_generation = Some(2);
         real.resource_version = Some("101".into());
@@ -467,6 +482,9 @@ impl World {
             "3".into(),
         );
         real.template = old;
+        // The original template is revision 1 again: the DaemonSet controller reuses it.
+        self.revision = "rev-1";
+        let real = self.real_mut();
         real.generation = Some(3);
         real.template_generation = Some(3);
         self
@@ -524,6 +542,17 @@ impl World {
         {
             real.status.observed_generation = real.generation.map(|g| g - 1);
         }
+        let name = obs.component.name();
+        let running: Vec<String> = obs
+            .all_pods()
+            .filter(|p| p.is_running(name))
+            .map(|p| p.name.clone())
+            .collect();
+        obs.identity_leases.retain(|s| {
+            self.owners
+                .get(&s.holder)
+                .is_none_or(|owner| running.contains(owner))
+        });
         obs
     }
 }

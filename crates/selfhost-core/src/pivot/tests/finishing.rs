@@ -185,3 +185,43 @@ fn a_rollback_before_any_update_removes_a_backup_that_never_served() {
         ),
     ]);
 }
+
+/// On several nodes only the node whose new pod failed was rolled: a rollback restores the
+/// old revision there, and the untouched old pods elsewhere already run it.
+#[test]
+fn a_rollback_on_several_nodes_keeps_the_pods_that_never_left_the_original() {
+    let failed = || {
+        World::steady(ApiServer, 3)
+            .backup()
+            .backup_serving()
+            .updated()
+            .new_pod("cp-1", Pod::ImagePull)
+    };
+    check(vec![
+        row(
+            "the failure rolls back",
+            failed().at(60).build(),
+            target(ApiServer),
+            "roll-back",
+            &["ImagePullBackOff"],
+        ),
+        row(
+            "the failed pod still runs the target",
+            failed().rolled_back(70).at(71).build(),
+            target(ApiServer),
+            "wait-for-rollback",
+            &["cp-1: pod"],
+        ),
+        row(
+            "restored on cp-1; cp-2 and cp-3 never left the original",
+            failed()
+                .rolled_back(70)
+                .new_pod("cp-1", Pod::Serving { started: 75 })
+                .at(80)
+                .build(),
+            target(ApiServer),
+            "remove-backup",
+            &[],
+        ),
+    ]);
+}

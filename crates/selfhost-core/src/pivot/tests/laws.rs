@@ -143,10 +143,22 @@ fn serving(obs: &Observation, target: &Target) -> Vec<String> {
 fn affected(step: &Step, obs: &Observation) -> Vec<String> {
     let real = obs.real.as_ref();
     match step {
-        Step::UpdateReal(update) | Step::RollBack { update, .. } => match real {
+        // An update replaces every pod not already on its template: all of them, to be safe.
+        Step::UpdateReal(update) => match real {
             Some(real) if !template_applied(real, &update.template) => {
                 real.pods.iter().map(|p| p.name.clone()).collect()
             }
+            _ => Vec::new(),
+        },
+        // A rollback replaces the pods on the target template; the others already run the
+        // original revision, which the DaemonSet controller reuses.
+        Step::RollBack { update, .. } => match real {
+            Some(real) if !template_applied(real, &update.template) => real
+                .pods
+                .iter()
+                .filter(|p| real.is_current(p))
+                .map(|p| p.name.clone())
+                .collect(),
             _ => Vec::new(),
         },
         Step::RemoveBackup { .. } => obs
