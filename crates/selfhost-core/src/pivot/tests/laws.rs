@@ -63,6 +63,8 @@ struct Scenario {
     rolled_back: bool,
     deleting: bool,
     identities: bool,
+    /// When the controller-manager or scheduler leader acquired its Lease (on cp-1).
+    leader_acquired: i64,
     now: i64,
 }
 
@@ -76,8 +78,9 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         proptest::collection::vec((real_pod(), backup_pod()), 1..=3),
         any::<[bool; 5]>(),
         0i64..400,
+        prop_oneof![Just(-3000i64), 0i64..150],
     )
-        .prop_map(|(component, nodes, flags, now)| Scenario {
+        .prop_map(|(component, nodes, flags, now, leader_acquired)| Scenario {
             component,
             nodes,
             backup: flags[0],
@@ -85,6 +88,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             rolled_back: flags[1] && flags[2],
             deleting: flags[0] && flags[3],
             identities: flags[4],
+            leader_acquired,
             now,
         })
 }
@@ -127,7 +131,10 @@ impl Scenario {
         if self.deleting {
             world = world.backup_deleting(150);
         }
-        world.at(self.now).build()
+        world
+            .at(self.now)
+            .leader("cp-1", self.leader_acquired)
+            .build()
     }
 }
 
@@ -203,6 +210,33 @@ proptest! {
                     backup.daemonset.pods_on(node).any(|p| pod_serves(&obs, &target, p).is_ok()),
                     "{node} is not covered"
                 );
+            }
+        }
+    }
+
+    /// A leader Lease is handed over only when no process that could hold it still runs on
+    /// its holder's node.
+    #[test]
+    fn a_lease_is_never_taken_from_a_holder_that_may_be_alive(scenario in scenario()) {
+        let component = if scenario.component == Component::Scheduler {
+            Component::Scheduler
+        } else {
+            Component::ControllerManager
+        };
+        let scenario = Scenario { component, ..scenario };
+        let obs = scenario.build();
+        if let Step::HandOverLease { .. } = decide(&obs, &target(component)) {
+            let lease = obs.leader_lease.as_ref().expect("lease");
+            let acquired = lease.acquire_time.expect("acquired");
+            let node = lease.holder_hostname().expect("holder");
+            for pod in obs.all_pods().filter(|p| p.node.as_deref() == Some(node)) {
+                let started = pod.process_started_at(component.name());
+                prop_assert!(
+                    started.is_none_or(|s| s > acquired),
+                    "{} on {node} runs since {started:?}, before the acquisition at {acquired}",
+                    pod.name
+                );
+                prop_assert!(pod.is_running(component.name()) == started.is_some());
             }
         }
     }
