@@ -9,7 +9,12 @@ pub mod component;
 pub mod config;
 pub mod control_plane;
 pub mod daemonset;
+pub mod disruption;
+pub mod observation;
+pub mod pivot;
+pub mod preflight;
 pub mod render;
+pub mod rollout;
 pub mod skew;
 pub mod version;
 
