@@ -7,6 +7,7 @@
 
 mod api;
 pub mod bootstrap;
+pub mod cluster;
 pub mod controllers;
 pub mod defaults;
 pub mod discovery;
@@ -25,6 +26,7 @@ pub mod tls;
 pub mod validation;
 
 pub use api::{ApiConfig, Verb};
+pub use cluster::{ClusterError, SimCluster, SimClusterBuilder, SimTimings};
 pub use error::ApiError;
 pub use faults::{FaultAction, FaultId, Faults, RequestMatcher};
 pub use gc::GarbageCollector;

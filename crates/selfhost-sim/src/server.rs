@@ -9,6 +9,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -116,6 +117,10 @@ struct Core {
     tls: Option<tokio_rustls::TlsAcceptor>,
     token: Option<String>,
     running: Mutex<Option<Running>>,
+    /// Kept down from outside (the self-hosting model: no kube-apiserver is Ready).
+    held_down: AtomicBool,
+    /// The end of a `down_for` fault in progress.
+    fault_until: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Core {
@@ -123,8 +128,17 @@ impl Core {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Binds the port (retrying briefly while the old socket lets go) and starts serving.
+    fn in_fault_window(&self) -> bool {
+        let until = self.fault_until.lock().unwrap_or_else(|e| e.into_inner());
+        until.is_some_and(|u| u > tokio::time::Instant::now())
+    }
+
+    /// Binds the port (retrying briefly while the old socket lets go) and starts serving;
+    /// does nothing while the server is held down.
     async fn listen(self: &Arc<Self>) -> Result<(), SimError> {
+        if self.held_down.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let mut attempt = 0;
         let listener = loop {
             match TcpListener::bind(self.addr).await {
@@ -332,6 +346,8 @@ impl SimServer {
             tls,
             token: endpoint.token.clone(),
             running: Mutex::new(None),
+            held_down: AtomicBool::new(false),
+            fault_until: Mutex::new(None),
         });
         core.serve(listener);
         let weak: Weak<Core> = Arc::downgrade(&core);
@@ -339,8 +355,10 @@ impl SimServer {
             let weak = weak.clone();
             tokio::spawn(async move {
                 let Some(core) = weak.upgrade() else { return };
+                let until = tokio::time::Instant::now() + duration;
+                *core.fault_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
                 core.crash().await;
-                tokio::time::sleep(duration).await;
+                tokio::time::sleep_until(until).await;
                 if core.running().is_some() {
                     // Someone restarted it already.
                     return;
@@ -433,7 +451,28 @@ impl SimServer {
         self.core.crash().await;
     }
 
-    /// Starts serving again on the same port (a no-op if already up).
+    /// Holds the server down (`true`: it stops listening, as [`SimServer::crash`]) or lets
+    /// it serve again (`false`: it listens, unless a `down_for` fault is still running, whose
+    /// end then brings it back). The self-hosting model holds it down while no
+    /// kube-apiserver is Ready; while held, [`SimServer::restart`] does nothing.
+    pub async fn hold_down(&self, held: bool) -> Result<(), SimError> {
+        self.core.held_down.store(held, Ordering::SeqCst);
+        if held {
+            self.core.crash().await;
+            return Ok(());
+        }
+        if self.is_up() || self.core.in_fault_window() {
+            return Ok(());
+        }
+        self.core.listen().await
+    }
+
+    /// Whether the server is held down (see [`SimServer::hold_down`]).
+    pub fn is_held_down(&self) -> bool {
+        self.core.held_down.load(Ordering::SeqCst)
+    }
+
+    /// Starts serving again on the same port (a no-op if already up, or while held down).
     pub async fn restart(&self) -> Result<(), SimError> {
         if self.is_up() {
             return Ok(());

@@ -58,17 +58,22 @@ pub struct NodeSpec {
 }
 
 /// The nodes of a cluster with `control_planes` control-plane nodes `cp-1..` and `workers`
-/// workers `worker-1..`.
+/// workers `worker-1..`. Control-plane nodes get addresses in 10.0.0.0/16 from 10.0.0.11,
+/// workers in 10.1.0.0/16 from 10.1.0.11 (room for thousands of each).
 pub fn node_specs(control_planes: usize, workers: usize) -> Vec<NodeSpec> {
+    let ip = |network: u32, i: usize| {
+        let host = u32::try_from(i).unwrap_or(u32::MAX).saturating_add(10);
+        format!("10.{network}.{}.{}", host / 256, host % 256)
+    };
     let cps = (1..=control_planes).map(|i| NodeSpec {
         name: format!("cp-{i}"),
         role: NodeRole::ControlPlane,
-        ip: format!("10.0.0.{}", 10 + i),
+        ip: ip(0, i),
     });
     let ws = (1..=workers).map(|i| NodeSpec {
         name: format!("worker-{i}"),
         role: NodeRole::Worker,
-        ip: format!("10.0.1.{}", 10 + i),
+        ip: ip(1, i),
     });
     cps.chain(ws).collect()
 }

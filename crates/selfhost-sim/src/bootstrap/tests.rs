@@ -21,7 +21,13 @@ fn nodes_are_named_and_addressed_by_role() {
             .get("node-role.kubernetes.io/control-plane")
             .is_none()
     );
-    assert_eq!(worker["status"]["addresses"][0]["address"], "10.0.1.11");
+    assert_eq!(worker["status"]["addresses"][0]["address"], "10.1.0.11");
+    let many = node_specs(1, 300);
+    assert_eq!(many[300].name, "worker-300");
+    assert_eq!(
+        many[300].ip, "10.1.1.54",
+        "addresses stay valid past 255 nodes"
+    );
 }
 
 #[test]

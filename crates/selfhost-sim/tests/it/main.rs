@@ -13,3 +13,4 @@ mod conformance_tables;
 mod conformance_validation;
 mod conformance_watch;
 mod kubectl;
+mod cluster;

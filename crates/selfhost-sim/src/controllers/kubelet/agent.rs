@@ -127,12 +127,25 @@ impl Kubelet {
                     pod: worker.reference.clone(),
                     container: c.spec.name.clone(),
                     binary: super::ports::binary_name(&c.spec),
+                    image: c.spec.image.clone(),
                     process,
                     ready: c.ready && self.state != NodeState::Down,
                 });
             }
         }
         views
+    }
+
+    /// Puts an image on the node as if pulled before (kubeadm pre-pulls the control plane):
+    /// containers using it start without a pull.
+    ///
+    /// # Errors
+    /// The name is not a valid image reference.
+    pub fn preload_image(&mut self, image: &str) -> Result<(), super::images::InvalidImageName> {
+        self.rt
+            .images
+            .insert(super::images::ImageRef::parse(image)?);
+        Ok(())
     }
 
     /// The status it would write for a pod (by its uid on the node) at `now`.

@@ -82,6 +82,8 @@ pub struct ContainerView {
     pub container: String,
     /// The binary it runs (`kube-apiserver`), when known.
     pub binary: Option<String>,
+    /// The image it runs (`registry.k8s.io/kube-apiserver:v1.33.2`): which version serves.
+    pub image: Option<String>,
     /// Its current process, while one runs.
     pub process: Option<super::process::ProcessId>,
     /// Whether its readiness probe passes.

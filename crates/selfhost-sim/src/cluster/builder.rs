@@ -1,0 +1,181 @@
+//! How to describe a simulated cluster before starting it.
+
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::model::{AnyReadyApiserver, FirstReadyProcess, LeaderPolicy, ServingPolicy};
+use super::timings::SimTimings;
+use super::{ClusterError, SimCluster};
+use crate::bootstrap::BootstrapMode;
+use crate::controllers::kubelet::ImageBehaviour;
+
+/// A simulated cluster to start: nodes, mode, version, latencies, registry and the model.
+///
+/// Defaults: one control-plane node, no worker, `v1.33.2`, kubeadm's static pods, no port
+/// sharing, [`SimTimings::fast`], the self-hosting model on, plain HTTP on a free port, a
+/// kubeconfig in a temporary directory, control-plane images v1.29.0–v1.37.9, the garbage
+/// collector on.
+#[derive(Debug, Clone)]
+pub struct SimClusterBuilder {
+    pub(crate) control_plane_nodes: usize,
+    pub(crate) workers: usize,
+    pub(crate) version: String,
+    pub(crate) mode: BootstrapMode,
+    pub(crate) port_sharing: bool,
+    pub(crate) timings: SimTimings,
+    pub(crate) self_hosting_model: bool,
+    pub(crate) tls: bool,
+    pub(crate) port: u16,
+    pub(crate) kubeconfig_path: Option<PathBuf>,
+    pub(crate) registry_minors: RangeInclusive<u32>,
+    pub(crate) registry_max_patch: u32,
+    pub(crate) images: Vec<(String, ImageBehaviour)>,
+    pub(crate) garbage_collector: bool,
+    pub(crate) history_limit: usize,
+    pub(crate) bootstrap_timeout: Duration,
+    pub(crate) serving_policy: Arc<dyn ServingPolicy>,
+    pub(crate) leader_policy: Arc<dyn LeaderPolicy>,
+}
+
+impl Default for SimClusterBuilder {
+    fn default() -> Self {
+        SimClusterBuilder {
+            control_plane_nodes: 1,
+            workers: 0,
+            version: "v1.33.2".into(),
+            mode: BootstrapMode::Static,
+            port_sharing: false,
+            timings: SimTimings::fast(),
+            self_hosting_model: true,
+            tls: false,
+            port: 0,
+            kubeconfig_path: None,
+            registry_minors: 29..=37,
+            registry_max_patch: 9,
+            images: Vec::new(),
+            garbage_collector: true,
+            history_limit: crate::store::StoreOptions::default().history_limit,
+            bootstrap_timeout: Duration::from_secs(60),
+            serving_policy: Arc::new(AnyReadyApiserver),
+            leader_policy: Arc::new(FirstReadyProcess),
+        }
+    }
+}
+
+impl SimClusterBuilder {
+    /// How many control-plane nodes (`cp-1`, `cp-2`, …); zero only without the model.
+    pub fn control_plane_nodes(mut self, n: usize) -> Self {
+        self.control_plane_nodes = n;
+        self
+    }
+
+    /// How many workers (`worker-1`, …).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// The Kubernetes version the control plane starts at (`v1.33.2`); the registry always
+    /// knows its images.
+    pub fn version(mut self, version: &str) -> Self {
+        self.version = version.to_string();
+        self
+    }
+
+    /// Static pods (kubeadm) or self-hosted DaemonSets.
+    pub fn mode(mut self, mode: BootstrapMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Whether the control-plane manifests pass `--permit-port-sharing=true`.
+    pub fn port_sharing(mut self, on: bool) -> Self {
+        self.port_sharing = on;
+        self
+    }
+
+    /// The cluster's latencies.
+    pub fn timings(mut self, timings: SimTimings) -> Self {
+        self.timings = timings;
+        self
+    }
+
+    /// Couples the API and the controllers to the control-plane pods (on by default).
+    pub fn self_hosting_model(mut self, on: bool) -> Self {
+        self.self_hosting_model = on;
+        self
+    }
+
+    /// Serve HTTPS with a throw-away CA and a bearer token.
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
+    /// The port on 127.0.0.1 (0: any free one).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Where to write the kubeconfig (default: a temporary directory removed on shutdown).
+    pub fn kubeconfig_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.kubeconfig_path = Some(path.into());
+        self
+    }
+
+    /// The control-plane releases the registry knows: `v1.<minor>.0` to
+    /// `v1.<minor>.<max_patch>` for each minor.
+    pub fn control_plane_releases(mut self, minors: RangeInclusive<u32>, max_patch: u32) -> Self {
+        self.registry_minors = minors;
+        self.registry_max_patch = max_patch;
+        self
+    }
+
+    /// Adds an image to the registry with its behaviour (or changes a known image's).
+    pub fn image(mut self, image: &str, behaviour: ImageBehaviour) -> Self {
+        self.images.push((image.to_string(), behaviour));
+        self
+    }
+
+    /// Whether the garbage collector runs (while a controller-manager acts).
+    pub fn garbage_collector(mut self, on: bool) -> Self {
+        self.garbage_collector = on;
+        self
+    }
+
+    /// How many events the store's history keeps (watches further behind get 410).
+    pub fn history_limit(mut self, events: usize) -> Self {
+        self.history_limit = events;
+        self
+    }
+
+    /// How long the control plane may take to come up before `start` fails.
+    pub fn bootstrap_timeout(mut self, timeout: Duration) -> Self {
+        self.bootstrap_timeout = timeout;
+        self
+    }
+
+    /// Replaces the rule deciding which apiserver processes serve.
+    pub fn serving_policy(mut self, policy: Arc<dyn ServingPolicy>) -> Self {
+        self.serving_policy = policy;
+        self
+    }
+
+    /// Replaces the rule deciding which controller-manager and scheduler process acts.
+    pub fn leader_policy(mut self, policy: Arc<dyn LeaderPolicy>) -> Self {
+        self.leader_policy = policy;
+        self
+    }
+
+    /// Starts the cluster and waits until its control plane is Ready.
+    ///
+    /// # Errors
+    /// Contradictory options, a port or file that cannot be used, or a control plane that
+    /// does not come up within the bootstrap timeout.
+    pub async fn start(self) -> Result<SimCluster, ClusterError> {
+        SimCluster::start(self).await
+    }
+}

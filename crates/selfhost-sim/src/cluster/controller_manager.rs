@@ -1,0 +1,322 @@
+//! The kube-controller-manager as a task: while some process holds the role (see
+//! [`Leadership`]) and the API answers, it keeps informer caches and runs the DaemonSet
+//! controller (on DaemonSet, pod, ControllerRevision and Node changes, and when a sync asks
+//! to be requeued), the node lifecycle controller (every monitor period) and the pod garbage
+//! collector (bound pods whose node is gone). A new acting process starts from scratch: fresh
+//! caches, fresh failed-pod back-off, as a restarted controller-manager does.
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::api::{CallError, ClusterApi, uid_mismatch};
+use super::coupling::Signals;
+use super::daemonset_sync::{self, MANAGER};
+use super::events::{self, Involved, Source};
+use super::feed::RETRY_WHEN_DOWN;
+use super::informer::{Cache, Cursor};
+use super::model::Leadership;
+use super::timings::SimTimings;
+use crate::controllers::daemonset::{self, DaemonSetView, FailedPodBackoff};
+use crate::controllers::kubelet::NODE_LEASE_NAMESPACE;
+use crate::controllers::node_lifecycle;
+use crate::resources::{CONTROLLERREVISIONS, DAEMONSETS, LEASES, NODES, PODS};
+use crate::store::{DeleteOptions, Subresource, meta};
+
+/// The memory of one controller-manager process.
+struct Process {
+    leader: Leadership,
+    cursor: Cursor,
+    daemon_sets: Cache<DaemonSet>,
+    pods: Cache<Pod>,
+    nodes: Cache<Node>,
+    revisions: Cache<ControllerRevision>,
+    leases: Cache<Lease>,
+    backoff: FailedPodBackoff,
+    requeue_at: Option<Instant>,
+    monitor_at: Instant,
+    resync: bool,
+}
+
+impl Process {
+    fn new(leader: Leadership) -> Self {
+        Process {
+            leader,
+            cursor: Cursor::default(),
+            daemon_sets: Cache::new(DAEMONSETS, None),
+            pods: Cache::new(PODS, None),
+            nodes: Cache::new(NODES, None),
+            revisions: Cache::new(CONTROLLERREVISIONS, None),
+            leases: Cache::new(LEASES, Some(NODE_LEASE_NAMESPACE)),
+            backoff: daemonset::failed_pod_backoff(),
+            requeue_at: None,
+            monitor_at: Instant::now(),
+            resync: true,
+        }
+    }
+}
+
+/// The controller-manager task.
+pub(crate) struct ControllerManager {
+    pub api: ClusterApi,
+    pub signals: Signals,
+    pub timings: SimTimings,
+}
+
+impl ControllerManager {
+    /// Runs until shutdown.
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
+        let mut revisions = self.api.store().subscribe_revisions();
+        let mut process: Option<Process> = None;
+        loop {
+            let leader = self.signals.controller_manager.borrow_and_update().clone();
+            let mut wake_at = None;
+            if !leader.is_active() {
+                process = None;
+            } else if self.api.is_up() {
+                let p = match process.take() {
+                    Some(p) if p.leader == leader => process.insert(p),
+                    _ => process.insert(Process::new(leader)),
+                };
+                revisions.borrow_and_update();
+                wake_at = match self.pass(p) {
+                    Ok(next) => next,
+                    Err(_) => Some(Instant::now() + RETRY_WHEN_DOWN),
+                };
+            } else {
+                wake_at = Some(Instant::now() + RETRY_WHEN_DOWN);
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = revisions.changed(), if process.is_some() => {}
+                _ = self.signals.controller_manager.changed() => {}
+                _ = self.signals.api_up.changed() => {}
+                _ = sleep_until(wake_at) => {}
+            }
+        }
+    }
+
+    /// One round over the caches; when to come back even if nothing changes.
+    fn pass(&self, p: &mut Process) -> Result<Option<Instant>, CallError> {
+        let changed = p.cursor.sync(
+            &self.api,
+            &mut [
+                &mut p.daemon_sets,
+                &mut p.pods,
+                &mut p.nodes,
+                &mut p.revisions,
+                &mut p.leases,
+            ],
+        )?;
+        let now = Instant::now();
+        let relevant = [DAEMONSETS, PODS, NODES, CONTROLLERREVISIONS]
+            .iter()
+            .any(|rt| changed.contains(rt));
+        if relevant || p.resync || p.requeue_at.is_some_and(|at| at <= now) {
+            p.resync = false;
+            p.requeue_at = None;
+            self.sync_daemon_sets(p)?;
+        }
+        if p.monitor_at <= now {
+            self.monitor_nodes(p)?;
+            p.monitor_at = now + self.timings.node_monitor_period;
+        }
+        if changed.contains(&PODS) || changed.contains(&NODES) {
+            self.collect_orphan_pods(p)?;
+        }
+        Ok(Some(match p.requeue_at {
+            Some(at) => at.min(p.monitor_at),
+            None => p.monitor_at,
+        }))
+    }
+
+    fn sync_daemon_sets(&self, p: &mut Process) -> Result<(), CallError> {
+        let nodes = p.nodes.to_vec();
+        let pods = p.pods.to_vec();
+        let revisions = p.revisions.to_vec();
+        let now = Timestamp::now();
+        for ds in p.daemon_sets.to_vec() {
+            let view = DaemonSetView {
+                daemon_set: &ds,
+                nodes: &nodes,
+                pods: &pods,
+                revisions: &revisions,
+            };
+            let decision = match daemonset::reconcile(&view, now, &mut p.backoff) {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(daemonset = ?ds.metadata.name, error = %e, "DaemonSet not synced");
+                    continue;
+                }
+            };
+            let requeue = decision.requeue_after.map(|after| Instant::now() + after);
+            let applied = daemonset_sync::apply(&self.api, &ds, &p.pods, decision)?;
+            let requeue = if applied.stale {
+                Some(Instant::now())
+            } else {
+                requeue
+            };
+            p.requeue_at = match (p.requeue_at, requeue) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(())
+    }
+
+    fn monitor_nodes(&self, p: &mut Process) -> Result<(), CallError> {
+        let now = Timestamp::now();
+        let config = self.timings.node_lifecycle;
+        for node in p.nodes.to_vec() {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let lease = p.leases.get(NODE_LEASE_NAMESPACE, &name);
+            let decision = node_lifecycle::monitor(&node, lease, now, &config);
+            if let Some(conditions) = decision.conditions {
+                let conditions = serde_json::to_value(conditions).unwrap_or(Value::Null);
+                write_node(&self.api, &name, Subresource::Status, |n| {
+                    n["status"]["conditions"] = conditions;
+                })?;
+            }
+            if let Some(taints) = decision.taints {
+                let taints = serde_json::to_value(taints).unwrap_or(Value::Null);
+                write_node(&self.api, &name, Subresource::Main, |n| {
+                    n["spec"]["taints"] = taints;
+                })?;
+            }
+            let on_node: Vec<Pod> = p
+                .pods
+                .values()
+                .filter(|pod| pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name))
+                .cloned()
+                .collect();
+            if decision.mark_pods_not_ready {
+                for pod in &on_node {
+                    if let Some(status) = node_lifecycle::mark_pod_not_ready(pod, now) {
+                        write_pod_status(&self.api, pod, &status)?;
+                    }
+                }
+            }
+            let (evict, _) = node_lifecycle::pods_to_evict(&node, &on_node, now);
+            for pod in evict {
+                delete_pod(&self.api, pod, None)?;
+                let involved = pod_involved(pod);
+                let message = format!(
+                    "Marking for deletion Pod {}/{}",
+                    involved.namespace, involved.name
+                );
+                let source = Source {
+                    component: "taint-eviction-controller",
+                    host: None,
+                };
+                events::record(
+                    &self.api,
+                    source,
+                    &involved,
+                    false,
+                    "TaintManagerEviction",
+                    &message,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream's pod garbage collector, in small: a bound pod whose node is gone is deleted
+    /// at once (no kubelet will ever finish it).
+    fn collect_orphan_pods(&self, p: &mut Process) -> Result<(), CallError> {
+        let orphans: Vec<Pod> = p
+            .pods
+            .values()
+            .filter(|pod| {
+                let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                node.is_some_and(|n| !n.is_empty() && p.nodes.get("", n).is_none())
+            })
+            .cloned()
+            .collect();
+        for pod in &orphans {
+            delete_pod(&self.api, pod, Some(0))?;
+        }
+        Ok(())
+    }
+}
+
+fn pod_involved(pod: &Pod) -> Involved {
+    Involved {
+        api_version: "v1",
+        kind: "Pod",
+        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+    }
+}
+
+/// A write that found the object gone or changed is not an error: the next pass decides again.
+fn tolerate_gone<T>(result: Result<T, CallError>) -> Result<(), CallError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+        Err(CallError::Unreachable) => Err(CallError::Unreachable),
+        Err(e) => {
+            tracing::warn!(error = %e, "controller-manager write refused");
+            Ok(())
+        }
+    }
+}
+
+fn write_node(
+    api: &ClusterApi,
+    name: &str,
+    subresource: Subresource,
+    edit: impl FnOnce(&mut Value),
+) -> Result<(), CallError> {
+    tolerate_gone(api.modify(&NODES, "", name, subresource, MANAGER, |cur| {
+        let mut new = cur.clone();
+        edit(&mut new);
+        Ok(new)
+    }))
+}
+
+fn write_pod_status(
+    api: &ClusterApi,
+    pod: &Pod,
+    status: &k8s_openapi::api::core::v1::PodStatus,
+) -> Result<(), CallError> {
+    let r = pod_involved(pod);
+    let status = serde_json::to_value(status).unwrap_or(Value::Null);
+    tolerate_gone(api.modify(
+        &PODS,
+        &r.namespace,
+        &r.name,
+        Subresource::Status,
+        MANAGER,
+        |cur| {
+            if meta::uid(cur) != r.uid {
+                return Err(uid_mismatch(&PODS, &r.name, &r.uid, meta::uid(cur)));
+            }
+            let mut new = cur.clone();
+            new["status"] = status;
+            Ok(new)
+        },
+    ))
+}
+
+fn delete_pod(api: &ClusterApi, pod: &Pod, grace: Option<i64>) -> Result<(), CallError> {
+    let r = pod_involved(pod);
+    let options = DeleteOptions {
+        grace_period_seconds: grace,
+        precondition_uid: Some(r.uid.clone()),
+        ..DeleteOptions::default()
+    };
+    tolerate_gone(api.delete(&PODS, &r.namespace, &r.name, &options))
+}
+
+pub(crate) async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

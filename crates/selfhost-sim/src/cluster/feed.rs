@@ -1,0 +1,124 @@
+//! The kubelets' watch: one watch of all pods, routed to each node's kubelet by
+//! `spec.nodeName` (what a kubelet's `fieldSelector=spec.nodeName=<node>` watch delivers).
+//! While the API is down nothing is delivered; when it answers again the watch resumes
+//! where it stopped, and a watch too far behind (410) makes every kubelet relist.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::api::ClusterApi;
+use crate::controllers::kubelet::NodeState;
+use crate::resources::PODS;
+use crate::store::{EventType, WatchFilter, WatchStart, meta};
+
+/// What a node's kubelet task is told.
+#[derive(Debug, Clone)]
+pub(crate) enum NodeInput {
+    /// A pod bound to the node was added or changed.
+    Pod(Arc<Value>),
+    /// A pod bound to the node is gone from the API (its uid).
+    Removed(String),
+    /// The kubelet must list its pods again (its watch fell behind).
+    Relist,
+    /// The machine changes state.
+    SetState(NodeState),
+}
+
+/// How often a component checks again whether a server it found down answers (a down_for
+/// fault does not announce its end).
+pub(crate) const RETRY_WHEN_DOWN: Duration = Duration::from_millis(25);
+
+/// Waits until the API answers; `false` on shutdown.
+pub(crate) async fn until_api_up(
+    api: &ClusterApi,
+    api_up: &mut watch::Receiver<bool>,
+    shutdown: &CancellationToken,
+) -> bool {
+    loop {
+        if api.is_up() {
+            return true;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            _ = api_up.changed() => {}
+            _ = tokio::time::sleep(RETRY_WHEN_DOWN) => {}
+        }
+    }
+}
+
+fn node_of(pod: &Value) -> &str {
+    pod.get("spec")
+        .and_then(|s| s.get("nodeName"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Routes pod events to the kubelets until shutdown.
+pub(crate) async fn run(
+    api: ClusterApi,
+    kubelets: HashMap<String, mpsc::UnboundedSender<NodeInput>>,
+    mut api_up: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+) {
+    let send = |node: &str, input: NodeInput| {
+        if let Some(tx) = kubelets.get(node) {
+            // A kubelet that stopped (shutdown) no longer listens; nothing to do.
+            let _ = tx.send(input);
+        }
+    };
+    let store = api.store().clone();
+    let started = store.watch(&PODS, WatchFilter::default(), WatchStart::Now);
+    for event in started.initial {
+        let node = node_of(&event.object).to_string();
+        send(&node, NodeInput::Pod(event.object));
+    }
+    let mut cursor = started.cursor;
+    loop {
+        if !until_api_up(&api, &mut api_up, &shutdown).await {
+            return;
+        }
+        let events = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = api_up.changed() => continue,
+            events = cursor.next() => events,
+        };
+        match events {
+            Ok(events) => {
+                for event in events {
+                    let node = node_of(&event.object).to_string();
+                    let node = node.as_str();
+                    if node.is_empty() {
+                        continue;
+                    }
+                    match event.event_type {
+                        EventType::Deleted => send(
+                            node,
+                            NodeInput::Removed(meta::uid(&event.object).to_string()),
+                        ),
+                        EventType::Added | EventType::Modified => {
+                            send(node, NodeInput::Pod(event.object));
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "the kubelets' pod watch fell behind; relisting");
+                cursor = store
+                    .watch(
+                        &PODS,
+                        WatchFilter::default(),
+                        WatchStart::After(store.revision()),
+                    )
+                    .cursor;
+                for tx in kubelets.values() {
+                    let _ = tx.send(NodeInput::Relist);
+                }
+            }
+        }
+    }
+}

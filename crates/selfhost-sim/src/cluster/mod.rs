@@ -1,0 +1,305 @@
+//! The simulated cluster as a whole: the API server, one kubelet per node, the
+//! controller-manager and the scheduler running as tasks over the same store the HTTP API
+//! serves, coupled to the control-plane pods by the self-hosting model.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), selfhost_sim::cluster::ClusterError> {
+//! use selfhost_sim::bootstrap::BootstrapMode;
+//! use selfhost_sim::cluster::SimCluster;
+//!
+//! let cluster = SimCluster::builder()
+//!     .control_plane_nodes(3)
+//!     .mode(BootstrapMode::SelfHosted)
+//!     .start()
+//!     .await?;
+//! let client = cluster.client(); // kube-rs, over real HTTP
+//! let since = tokio::time::Instant::now();
+//! // ... roll something out ...
+//! assert!(!cluster.recorder().was_down(since, tokio::time::Instant::now()));
+//! cluster.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! The model (on by default): the API answers only while some kube-apiserver container is
+//! Ready on some node (otherwise the server stops listening: connections are refused, the
+//! store survives like etcd); the DaemonSet controller, garbage collector, node lifecycle and
+//! pod garbage collector act only while a kube-controller-manager container is Ready; binding
+//! happens only while a kube-scheduler container is Ready; kubelets keep running what they
+//! run, and learn about new pods only through the API. See [`model`] for the seams.
+
+mod api;
+mod builder;
+mod controller_manager;
+mod coupling;
+mod daemonset_sync;
+mod events;
+mod feed;
+mod informer;
+pub mod model;
+mod node_agent;
+mod prober;
+mod recorder;
+mod registry;
+mod scheduler;
+mod start;
+mod timings;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use api::CallError;
+pub use builder::SimClusterBuilder;
+pub use model::{
+    AnyReadyApiserver, ApiBackend, ApiServing, ControlPlaneSnapshot, FirstReadyProcess,
+    LeaderPolicy, Leadership, NodeContainers, ProcessBoard, ProcessRef, Role, ServingPolicy,
+};
+pub use prober::{ProbeReport, ProbeSample, ProbeSeries, Prober, ProberOptions};
+pub use recorder::{ApiSample, AvailabilityRecorder, PodSample};
+pub use registry::RegistryHandle;
+pub use timings::SimTimings;
+
+use crate::bootstrap::{BootstrapMode, NodeSpec};
+use crate::controllers::kubelet::NodeState;
+use crate::faults::Faults;
+use crate::metrics::Metrics;
+use crate::server::{SimError, SimServer};
+use crate::store::Store;
+use coupling::Signals;
+use feed::NodeInput;
+
+/// Why a cluster could not start, or a control could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The API server could not start.
+    #[error(transparent)]
+    Server(#[from] SimError),
+    /// The options contradict each other or name something impossible.
+    #[error("invalid cluster: {0}")]
+    Invalid(String),
+    /// A node's directory or manifest could not be written.
+    #[error("cannot write {path}: {source}")]
+    Files {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The control plane did not come up in time.
+    #[error("the control plane did not come up within {waited:?}: {missing}")]
+    Bootstrap {
+        /// How long it waited.
+        waited: Duration,
+        /// What was still missing.
+        missing: String,
+    },
+    /// No node has that name.
+    #[error("no node named {0:?}")]
+    UnknownNode(String),
+}
+
+/// A running simulated cluster. Dropping it stops everything; [`SimCluster::shutdown`]
+/// stops it and waits until every task has ended.
+pub struct SimCluster {
+    server: Arc<SimServer>,
+    nodes: Vec<NodeSpec>,
+    manifests: BTreeMap<String, PathBuf>,
+    _manifests_root: tempfile::TempDir,
+    registry: RegistryHandle,
+    recorder: AvailabilityRecorder,
+    board: ProcessBoard,
+    signals: Signals,
+    inputs: HashMap<String, mpsc::UnboundedSender<NodeInput>>,
+    coupled: watch::Sender<bool>,
+    mode: BootstrapMode,
+    configured_version: String,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl std::fmt::Debug for SimCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimCluster")
+            .field("endpoint", &self.endpoint())
+            .field("nodes", &self.nodes.len())
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimCluster {
+    /// A builder with the defaults (see [`SimClusterBuilder`]).
+    pub fn builder() -> SimClusterBuilder {
+        SimClusterBuilder::default()
+    }
+
+    async fn start(builder: SimClusterBuilder) -> Result<SimCluster, ClusterError> {
+        start::start(builder).await
+    }
+
+    /// A kube client from the kubeconfig (kube-rs defaults, retries included).
+    pub fn client(&self) -> kube::Client {
+        self.server.client()
+    }
+
+    /// A new client with `configure` applied (e.g. no retries, short timeouts).
+    ///
+    /// # Errors
+    /// The kubeconfig cannot be turned into a client.
+    pub async fn client_with(
+        &self,
+        configure: impl FnOnce(&mut kube::Config),
+    ) -> Result<kube::Client, ClusterError> {
+        Ok(self.server.client_with(configure).await?)
+    }
+
+    /// Where the kubeconfig is.
+    pub fn kubeconfig_path(&self) -> &Path {
+        self.server.kubeconfig_path()
+    }
+
+    /// The kubeconfig text.
+    pub fn kubeconfig_yaml(&self) -> &str {
+        self.server.kubeconfig_yaml()
+    }
+
+    /// `http://127.0.0.1:PORT` (or `https://`).
+    pub fn endpoint(&self) -> &str {
+        self.server.endpoint()
+    }
+
+    /// Request-level fault injection for HTTP clients (the cluster's own components reach
+    /// the store directly and see only whether the server is up).
+    pub fn faults(&self) -> &Faults {
+        self.server.faults()
+    }
+
+    /// Counters of the HTTP requests served.
+    pub fn metrics(&self) -> &Metrics {
+        self.server.metrics()
+    }
+
+    /// The API server (crash, restart, health checks).
+    pub fn server(&self) -> &SimServer {
+        &self.server
+    }
+
+    /// The store (the cluster's etcd).
+    pub fn store(&self) -> &Store {
+        self.server.store()
+    }
+
+    /// The availability recorder.
+    pub fn recorder(&self) -> &AvailabilityRecorder {
+        &self.recorder
+    }
+
+    /// The image registry, changeable at runtime.
+    pub fn registry(&self) -> &RegistryHandle {
+        &self.registry
+    }
+
+    /// The nodes, control-plane nodes first.
+    pub fn nodes(&self) -> &[NodeSpec] {
+        &self.nodes
+    }
+
+    /// How the control plane was bootstrapped.
+    pub fn mode(&self) -> BootstrapMode {
+        self.mode
+    }
+
+    /// The version the cluster started at.
+    pub fn initial_version(&self) -> &str {
+        &self.configured_version
+    }
+
+    /// What `/version` reports now.
+    pub fn version(&self) -> String {
+        self.server.version()
+    }
+
+    /// The manifests directory of a node's kubelet (write or remove files to add or remove
+    /// static pods).
+    pub fn manifests_dir(&self, node: &str) -> Option<&Path> {
+        self.manifests.get(node).map(PathBuf::as_path)
+    }
+
+    /// What every kubelet runs now.
+    pub fn processes(&self) -> ControlPlaneSnapshot {
+        self.board.snapshot()
+    }
+
+    /// Who acts for a role now.
+    pub fn leader(&self, role: Role) -> Leadership {
+        match role {
+            Role::ControllerManager => self.signals.controller_manager.borrow().clone(),
+            Role::Scheduler => self.signals.scheduler.borrow().clone(),
+        }
+    }
+
+    /// Whether the API server listens now.
+    pub fn is_api_up(&self) -> bool {
+        self.server.is_up()
+    }
+
+    /// Switches the self-hosting model on or off at runtime.
+    pub fn set_self_hosting_model(&self, on: bool) {
+        self.coupled.send_replace(on);
+    }
+
+    /// Puts a node's machine in a state: `Down` (off: its processes are gone, nothing is
+    /// reported), `NotReady` (its kubelet posts `Ready=False`, no pod progresses) or `Up`.
+    ///
+    /// # Errors
+    /// No node has that name.
+    pub fn set_node_state(&self, node: &str, state: NodeState) -> Result<(), ClusterError> {
+        let tx = self
+            .inputs
+            .get(node)
+            .ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
+        // The kubelet task only stops at shutdown, when nobody calls this any more.
+        let _ = tx.send(NodeInput::SetState(state));
+        Ok(())
+    }
+
+    /// Starts a prober against this cluster's API (see [`Prober`]), with a client that does
+    /// not retry and gives up after `options.timeout`.
+    ///
+    /// # Errors
+    /// The kubeconfig cannot be turned into a client.
+    pub async fn prober(&self, options: ProberOptions) -> Result<Prober, ClusterError> {
+        let timeout = options.timeout;
+        let client = self
+            .client_with(|c| {
+                c.default_retry = false;
+                c.connect_timeout = Some(timeout);
+                c.read_timeout = Some(timeout);
+                c.write_timeout = Some(timeout);
+            })
+            .await?;
+        Ok(Prober::start(client, options))
+    }
+
+    /// Stops every component and the API server, and waits until they are gone.
+    pub async fn shutdown(mut self) {
+        self.shutdown.cancel();
+        while self.tasks.join_next().await.is_some() {}
+        self.server.garbage_collector().set_enabled(false);
+        if let Err(e) = self.server.hold_down(true).await {
+            tracing::debug!(error = %e, "stopping the API server");
+        }
+    }
+}
+
+impl Drop for SimCluster {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        self.tasks.abort_all();
+    }
+}

@@ -1,0 +1,201 @@
+//! The kube-scheduler as a task: while some process holds the role and the API answers, it
+//! binds every pending pod it is responsible for to the node the pure
+//! [`scheduler`](crate::controllers::scheduler) picks, oldest first, or marks it
+//! `PodScheduled=False` with the scheduler's explanation and a `FailedScheduling` event.
+//! Pending pods are tried again whenever pods or nodes change.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::api::{CallError, ClusterApi, uid_mismatch};
+use super::controller_manager::sleep_until;
+use super::coupling::Signals;
+use super::events::{self, Involved, Source};
+use super::feed::RETRY_WHEN_DOWN;
+use super::informer::{Cache, Cursor};
+use super::model::Leadership;
+use crate::controllers::objects::{self, condition};
+use crate::controllers::scheduler::{self, SCHEDULER_NAME};
+use crate::resources::{NODES, PODS};
+use crate::store::{Subresource, meta};
+
+const SOURCE: Source<'static> = Source {
+    component: SCHEDULER_NAME,
+    host: None,
+};
+
+struct Process {
+    leader: Leadership,
+    cursor: Cursor,
+    pods: Cache<Pod>,
+    nodes: Cache<Node>,
+    /// The last pass stopped half-way: go over the pending pods again.
+    unfinished: bool,
+}
+
+/// The scheduler task.
+pub(crate) struct Scheduler {
+    pub api: ClusterApi,
+    pub signals: Signals,
+}
+
+impl Scheduler {
+    /// Runs until shutdown.
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
+        let mut revisions = self.api.store().subscribe_revisions();
+        let mut process: Option<Process> = None;
+        loop {
+            let leader = self.signals.scheduler.borrow_and_update().clone();
+            let mut wake_at = None;
+            if !leader.is_active() {
+                process = None;
+            } else if self.api.is_up() {
+                let p = match process.take() {
+                    Some(p) if p.leader == leader => process.insert(p),
+                    _ => process.insert(Process {
+                        leader,
+                        cursor: Cursor::default(),
+                        pods: Cache::new(PODS, None),
+                        nodes: Cache::new(NODES, None),
+                        unfinished: false,
+                    }),
+                };
+                revisions.borrow_and_update();
+                if self.pass(p).is_err() {
+                    wake_at = Some(Instant::now() + RETRY_WHEN_DOWN);
+                }
+            } else {
+                wake_at = Some(Instant::now() + RETRY_WHEN_DOWN);
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = revisions.changed(), if process.is_some() => {}
+                _ = self.signals.scheduler.changed() => {}
+                _ = self.signals.api_up.changed() => {}
+                _ = sleep_until(wake_at) => {}
+            }
+        }
+    }
+
+    fn pass(&self, p: &mut Process) -> Result<(), CallError> {
+        let changed = p.cursor.sync(&self.api, &mut [&mut p.pods, &mut p.nodes])?;
+        if changed.is_empty() && !p.unfinished {
+            return Ok(());
+        }
+        p.unfinished = true;
+        let nodes = p.nodes.to_vec();
+        let mut assigned: Vec<Pod> = p
+            .pods
+            .values()
+            .filter(|pod| !scheduler::wants_scheduling(pod) && is_bound(pod))
+            .cloned()
+            .collect();
+        let mut pending: Vec<Pod> = p
+            .pods
+            .values()
+            .filter(|pod| scheduler::wants_scheduling(pod))
+            .cloned()
+            .collect();
+        pending.sort_by(|a, b| {
+            objects::created_at(&a.metadata)
+                .cmp(&objects::created_at(&b.metadata))
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        });
+        for pod in pending {
+            match scheduler::schedule(&pod, &nodes, &assigned) {
+                Ok(node) => {
+                    let node = node.metadata.name.clone().unwrap_or_default();
+                    self.bind(&pod, &node)?;
+                    let mut bound = pod;
+                    bound.spec.get_or_insert_default().node_name = Some(node);
+                    assigned.push(bound);
+                }
+                Err(fit) => self.unschedulable(&pod, &fit)?,
+            }
+        }
+        p.unfinished = false;
+        Ok(())
+    }
+
+    fn bind(&self, pod: &Pod, node: &str) -> Result<(), CallError> {
+        let r = involved(pod);
+        match self.api.bind(&r.namespace, &r.name, &r.uid, node) {
+            Ok(_) => {
+                let message = format!("Successfully assigned {}/{} to {node}", r.namespace, r.name);
+                events::record(&self.api, SOURCE, &r, false, "Scheduled", &message);
+                Ok(())
+            }
+            Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records why nothing fits, once per distinct explanation.
+    fn unschedulable(&self, pod: &Pod, fit: &scheduler::FitError) -> Result<(), CallError> {
+        let message = fit.to_string();
+        let known = objects::pod_condition(pod, condition::POD_SCHEDULED)
+            .is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(&message));
+        if known {
+            return Ok(());
+        }
+        let r = involved(pod);
+        let mut wanted = scheduler::unschedulable_condition(fit, Timestamp::now());
+        let written = self.api.modify(
+            &PODS,
+            &r.namespace,
+            &r.name,
+            Subresource::Status,
+            SCHEDULER_NAME,
+            |cur| {
+                if meta::uid(cur) != r.uid {
+                    return Err(uid_mismatch(&PODS, &r.name, &r.uid, meta::uid(cur)));
+                }
+                let mut new = cur.clone();
+                let mut status: k8s_openapi::api::core::v1::PodStatus =
+                    serde_json::from_value(cur["status"].clone()).unwrap_or_default();
+                let conditions = status.conditions.get_or_insert_default();
+                if let Some(old) = conditions
+                    .iter()
+                    .find(|c| c.type_ == condition::POD_SCHEDULED)
+                    && old.status == "False"
+                {
+                    wanted
+                        .last_transition_time
+                        .clone_from(&old.last_transition_time);
+                }
+                conditions.retain(|c| c.type_ != condition::POD_SCHEDULED);
+                conditions.push(wanted);
+                new["status"] = serde_json::to_value(status).unwrap_or(Value::Null);
+                Ok(new)
+            },
+        );
+        match written {
+            Ok(_) => {
+                events::record(&self.api, SOURCE, &r, true, "FailedScheduling", &message);
+                Ok(())
+            }
+            Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn is_bound(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+}
+
+fn involved(pod: &Pod) -> Involved {
+    Involved {
+        api_version: "v1",
+        kind: "Pod",
+        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+    }
+}

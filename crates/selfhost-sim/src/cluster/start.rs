@@ -1,0 +1,370 @@
+//! Bringing a simulated cluster up: the API server, the Node objects, the control plane as
+//! static pod manifests on disk or as DaemonSets, the kubelets and controllers as tasks.
+//!
+//! Self-hosted mode bootstraps like bootkube: the model starts switched off, so the
+//! controllers act and the API serves while the control-plane DaemonSets are rolled out by
+//! the very controllers they run; once every control-plane pod is Ready on every
+//! control-plane node, the model is switched on. Static mode starts the same way, waiting for
+//! the static pods and their mirror pods.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::api::{ClusterApi, typed};
+use super::builder::SimClusterBuilder;
+use super::controller_manager::ControllerManager;
+use super::coupling::{self, Coupling};
+use super::feed;
+use super::model::{Leadership, ProcessBoard};
+use super::node_agent::NodeAgent;
+use super::recorder::AvailabilityRecorder;
+use super::registry::RegistryHandle;
+use super::scheduler::Scheduler;
+use super::{ClusterError, SimCluster};
+use crate::bootstrap::{
+    self, BootstrapMode, COMPONENTS, NodeRole, NodeSpec, kubeadm_config_map, mirror_name,
+};
+use crate::controllers::kubelet::{DEFAULT_REPOSITORY, Kubelet, KubeletConfig, Registry};
+use crate::controllers::objects;
+use crate::resources::{CONFIGMAPS, DAEMONSETS, NODES, PODS};
+use crate::server::{SimServer, SimServerOptions};
+use crate::store::{Store, StoreOptions, WriteOptions, meta};
+
+/// Pod addresses are `10.<244+i/256>.<i%256>.x`: room for this many nodes.
+const MAX_NODES: usize = 12 * 256;
+
+fn check(b: &SimClusterBuilder) -> Result<(), ClusterError> {
+    let nodes = b.control_plane_nodes + b.workers;
+    if nodes == 0 {
+        return Err(ClusterError::Invalid(
+            "a cluster needs at least one node".into(),
+        ));
+    }
+    if nodes > MAX_NODES {
+        return Err(ClusterError::Invalid(format!(
+            "{nodes} nodes: at most {MAX_NODES} are supported"
+        )));
+    }
+    if b.control_plane_nodes == 0 && b.self_hosting_model {
+        return Err(ClusterError::Invalid(
+            "without a control-plane node nothing could serve the API: switch the self-hosting model off".into(),
+        ));
+    }
+    if super::model::parse_version(&b.version).is_none() {
+        return Err(ClusterError::Invalid(format!(
+            "version {:?} is not of the form v1.33.2",
+            b.version
+        )));
+    }
+    Ok(())
+}
+
+fn pod_subnet(index: usize) -> [u8; 3] {
+    let second = u8::try_from(244 + index / 256).unwrap_or(u8::MAX);
+    let third = u8::try_from(index % 256).unwrap_or(0);
+    [10, second, third]
+}
+
+fn write_manifests(dir: &Path, spec: &NodeSpec, b: &SimClusterBuilder) -> Result<(), ClusterError> {
+    for component in COMPONENTS {
+        let pod = bootstrap::static_pod(component, &b.version, &spec.ip, b.port_sharing);
+        let yaml = serde_saphyr::to_string(&pod)
+            .map_err(|e| ClusterError::Invalid(format!("cannot render a manifest: {e}")))?;
+        let path = dir.join(format!("{component}.yaml"));
+        std::fs::write(&path, yaml).map_err(|source| ClusterError::Files { path, source })?;
+    }
+    Ok(())
+}
+
+fn create(
+    store: &Store,
+    rt: &crate::ResourceType,
+    ns: &str,
+    obj: Value,
+    manager: &str,
+) -> Result<Arc<Value>, ClusterError> {
+    store
+        .create(rt, ns, obj, &WriteOptions::manager(manager))
+        .map_err(|e| ClusterError::Invalid(format!("cannot create the initial objects: {e}")))
+}
+
+/// Starts everything and waits for the control plane.
+pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterError> {
+    check(&b)?;
+    let server = SimServer::start(SimServerOptions {
+        port: b.port,
+        tls: b.tls,
+        git_version: b.version.clone(),
+        store: StoreOptions {
+            history_limit: b.history_limit,
+        },
+        garbage_collector: false,
+        kubeconfig_path: b.kubeconfig_path.clone(),
+        ..SimServerOptions::default()
+    })
+    .await?;
+    let server = Arc::new(server);
+    let store = server.store().clone();
+    let specs = bootstrap::node_specs(b.control_plane_nodes, b.workers);
+    let root = tempfile::Builder::new()
+        .prefix("selfhost-sim-nodes-")
+        .tempdir()
+        .map_err(|source| ClusterError::Files {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let now = meta::now();
+    let mut manifests = BTreeMap::new();
+    let mut nodes = Vec::new();
+    for spec in &specs {
+        let dir = root.path().join(&spec.name).join("manifests");
+        std::fs::create_dir_all(&dir).map_err(|source| ClusterError::Files {
+            path: dir.clone(),
+            source,
+        })?;
+        if spec.role == NodeRole::ControlPlane && b.mode == BootstrapMode::Static {
+            write_manifests(&dir, spec, &b)?;
+        }
+        manifests.insert(spec.name.clone(), dir);
+        let node = create(
+            &store,
+            &NODES,
+            "",
+            bootstrap::node_object(spec, &b.version, &now),
+            "kubelet",
+        )?;
+        nodes.push(typed::<Node>(&node).unwrap_or_default());
+    }
+    create(
+        &store,
+        &CONFIGMAPS,
+        "kube-system",
+        kubeadm_config_map(&b.version),
+        "kubeadm",
+    )?;
+    if b.mode == BootstrapMode::SelfHosted {
+        for component in COMPONENTS {
+            let ds = bootstrap::daemonset(component, &b.version, b.port_sharing);
+            create(&store, &DAEMONSETS, "kube-system", ds, "selfhost")?;
+        }
+    }
+
+    let mut registry =
+        Registry::with_control_plane(b.registry_minors.clone(), b.registry_max_patch);
+    let invalid =
+        |e: crate::controllers::kubelet::InvalidImageName| ClusterError::Invalid(e.to_string());
+    registry
+        .add_control_plane_release(DEFAULT_REPOSITORY, &b.version)
+        .map_err(invalid)?;
+    for (image, behaviour) in &b.images {
+        registry
+            .set_behaviour(image, behaviour.clone())
+            .map_err(invalid)?;
+    }
+    let registry = RegistryHandle::new(registry);
+
+    let api = ClusterApi::new(server.clone());
+    let board = ProcessBoard::default();
+    let recorder = AvailabilityRecorder::default();
+    let (senders, signals) = coupling::signals();
+    let (coupled, coupled_rx) = watch::channel(false);
+    let shutdown = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let mut inputs = HashMap::new();
+    for (index, (spec, node)) in specs.iter().zip(nodes).enumerate() {
+        let mut config = KubeletConfig::new(&spec.name, &spec.ip, 0);
+        config.pod_subnet = pod_subnet(index);
+        config.kubelet_version.clone_from(&b.version);
+        config.timings = b.timings.kubelet;
+        let mut kubelet = Kubelet::new(config);
+        if spec.role == NodeRole::ControlPlane {
+            // kubeadm pulls the control-plane images before it writes the manifests.
+            for component in COMPONENTS {
+                let image = format!("{DEFAULT_REPOSITORY}/{component}:{}", b.version);
+                kubelet.preload_image(&image).map_err(invalid)?;
+            }
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        inputs.insert(spec.name.clone(), tx);
+        let agent = NodeAgent {
+            kubelet,
+            node,
+            api: api.clone(),
+            registry: registry.clone(),
+            board: board.clone(),
+            recorder: recorder.clone(),
+            manifests_dir: manifests[&spec.name].clone(),
+            scan_interval: b.timings.manifest_scan_interval,
+            told: BTreeMap::new(),
+            pending_deletions: BTreeMap::new(),
+            manifests: BTreeMap::new(),
+            needs_relist: false,
+            retry: false,
+        };
+        tasks.spawn(agent.run(rx, signals.api_up.clone(), shutdown.clone()));
+    }
+    tasks.spawn(feed::run(
+        api.clone(),
+        inputs.clone(),
+        signals.api_up.clone(),
+        shutdown.clone(),
+    ));
+    let model = Coupling {
+        server: server.clone(),
+        board: board.clone(),
+        serving: b.serving_policy.clone(),
+        leaders: b.leader_policy.clone(),
+        recorder: recorder.clone(),
+        coupled: coupled_rx,
+        garbage_collector: b.garbage_collector,
+        configured_version: b.version.clone(),
+        senders,
+    };
+    tasks.spawn(model.run(shutdown.clone()));
+    let cm = ControllerManager {
+        api: api.clone(),
+        signals: signals.clone(),
+        timings: b.timings,
+    };
+    tasks.spawn(cm.run(shutdown.clone()));
+    let scheduler = Scheduler {
+        api,
+        signals: signals.clone(),
+    };
+    tasks.spawn(scheduler.run(shutdown.clone()));
+
+    let cluster = SimCluster {
+        server,
+        nodes: specs,
+        manifests,
+        _manifests_root: root,
+        registry,
+        recorder,
+        board,
+        signals,
+        inputs,
+        coupled,
+        mode: b.mode,
+        configured_version: b.version.clone(),
+        shutdown,
+        tasks,
+    };
+    if let Err(e) = control_plane_ready(&cluster, b.bootstrap_timeout).await {
+        cluster.shutdown().await;
+        return Err(e);
+    }
+    if b.self_hosting_model {
+        cluster.set_self_hosting_model(true);
+        let mut cm = cluster.signals.controller_manager.clone();
+        let mut scheduler = cluster.signals.scheduler.clone();
+        let coupled = |l: &Leadership| *l != Leadership::Ungated;
+        let applied = async {
+            cm.wait_for(coupled).await.is_ok() && scheduler.wait_for(coupled).await.is_ok()
+        };
+        if !tokio::time::timeout(b.bootstrap_timeout, applied)
+            .await
+            .unwrap_or(false)
+        {
+            cluster.shutdown().await;
+            return Err(ClusterError::Bootstrap {
+                waited: b.bootstrap_timeout,
+                missing: "the self-hosting model never took over".into(),
+            });
+        }
+    }
+    Ok(cluster)
+}
+
+/// What is still missing before the control plane counts as up (`None`: nothing).
+fn missing(cluster: &SimCluster) -> Option<String> {
+    let snapshot = cluster.board.snapshot();
+    for spec in &cluster.nodes {
+        let Some(node) = snapshot.nodes.get(&spec.name) else {
+            return Some(format!("the kubelet of {} has not reported", spec.name));
+        };
+        if spec.role != NodeRole::ControlPlane {
+            continue;
+        }
+        for component in COMPONENTS {
+            let ready = node
+                .containers
+                .iter()
+                .any(|c| c.ready && c.binary.as_deref() == Some(component));
+            if !ready {
+                return Some(format!("{component} is not Ready on {}", spec.name));
+            }
+        }
+    }
+    let store = cluster.store();
+    let control_planes = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.role == NodeRole::ControlPlane);
+    match cluster.mode {
+        BootstrapMode::Static => {
+            for spec in control_planes {
+                for component in COMPONENTS {
+                    let name = mirror_name(component, &spec.name);
+                    let mirror = store.get_opt(&PODS, "kube-system", &name);
+                    let ready = mirror
+                        .as_deref()
+                        .and_then(typed::<Pod>)
+                        .is_some_and(|p| objects::is_pod_ready(&p));
+                    if !ready {
+                        return Some(format!("the mirror pod {name} is not Ready"));
+                    }
+                }
+            }
+        }
+        BootstrapMode::SelfHosted => {
+            let want = i32::try_from(control_planes.count()).unwrap_or(i32::MAX);
+            for component in COMPONENTS {
+                let name = format!("self-hosted-{component}");
+                let ds = store
+                    .get_opt(&DAEMONSETS, "kube-system", &name)
+                    .as_deref()
+                    .and_then(typed::<DaemonSet>);
+                let status = ds
+                    .as_ref()
+                    .and_then(|d| d.status.clone())
+                    .unwrap_or_default();
+                let generation = ds.and_then(|d| d.metadata.generation);
+                let done = status.desired_number_scheduled == want
+                    && status.number_ready == want
+                    && status.updated_number_scheduled == Some(want)
+                    && status.observed_generation == generation;
+                if !done {
+                    return Some(format!("the DaemonSet {name} is not rolled out"));
+                }
+            }
+        }
+    }
+    None
+}
+
+async fn control_plane_ready(cluster: &SimCluster, timeout: Duration) -> Result<(), ClusterError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut board = cluster.board.subscribe();
+    let mut revisions = cluster.store().subscribe_revisions();
+    loop {
+        let Some(what) = missing(cluster) else {
+            return Ok(());
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {
+                return Err(ClusterError::Bootstrap { waited: timeout, missing: what });
+            }
+            _ = board.changed() => {}
+            _ = revisions.changed() => {}
+        }
+    }
+}

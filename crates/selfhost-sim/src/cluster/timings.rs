@@ -1,0 +1,73 @@
+//! How fast a simulated cluster lives: pod latencies and back-offs (the kubelets'), node
+//! heartbeats and how soon the controller-manager notices a silent node, and how often the
+//! kubelets look at their manifest directories.
+
+use std::time::Duration;
+
+use crate::controllers::kubelet::Timings;
+use crate::controllers::node_lifecycle::NodeLifecycleConfig;
+
+/// The clock of a whole simulated cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimTimings {
+    /// Pod latencies, back-offs and heartbeat intervals of every kubelet.
+    pub kubelet: Timings,
+    /// When the node lifecycle controller gives up on a silent node.
+    pub node_lifecycle: NodeLifecycleConfig,
+    /// How often the node lifecycle controller looks at the nodes (`--node-monitor-period`).
+    pub node_monitor_period: Duration,
+    /// How often a kubelet reads its manifest directory.
+    pub manifest_scan_interval: Duration,
+}
+
+impl SimTimings {
+    /// Real latencies and real defaults: what `selfhost sim` shows a human.
+    pub fn realistic() -> Self {
+        SimTimings {
+            kubelet: Timings::realistic(),
+            node_lifecycle: NodeLifecycleConfig::default(),
+            node_monitor_period: Duration::from_secs(5),
+            manifest_scan_interval: Duration::from_secs(1),
+        }
+    }
+
+    /// Pod latencies a thousand times faster than real ones (every ordering kept), with
+    /// heartbeats slow enough that a busy two-core machine never misses one: for tests.
+    pub fn fast() -> Self {
+        let mut kubelet = Timings::fast();
+        kubelet.lease_renew_interval = Duration::from_millis(200);
+        kubelet.lease_duration = Duration::from_secs(2);
+        kubelet.node_status_report_interval = Duration::from_secs(5);
+        SimTimings {
+            kubelet,
+            node_lifecycle: NodeLifecycleConfig {
+                monitor_grace_period: Duration::from_secs(2),
+                startup_grace_period: Duration::from_secs(4),
+            },
+            node_monitor_period: Duration::from_millis(100),
+            manifest_scan_interval: Duration::from_millis(20),
+        }
+    }
+
+    /// No pod latency at all, with real heartbeat intervals (a thousand nodes renewing
+    /// their Leases every 200 ms would be all the cluster does): for benchmarks at scale.
+    pub fn instant() -> Self {
+        let real = Self::realistic();
+        SimTimings {
+            kubelet: Timings {
+                lease_renew_interval: real.kubelet.lease_renew_interval,
+                lease_duration: real.kubelet.lease_duration,
+                node_status_report_interval: real.kubelet.node_status_report_interval,
+                ..Timings::instant()
+            },
+            manifest_scan_interval: Self::fast().manifest_scan_interval,
+            ..real
+        }
+    }
+}
+
+impl Default for SimTimings {
+    fn default() -> Self {
+        Self::fast()
+    }
+}
