@@ -77,3 +77,123 @@ mod tests {
         assert_eq!(list["items"][0]["metadata"]["name"], "a");
     }
 }
+
+/// Environment variables and flags whose values may be credentials: never printed.
+const SENSITIVE_WORDS: &[&str] = &["password", "secret", "token", "credential", "private"];
+
+fn sensitive(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    SENSITIVE_WORDS.iter().any(|word| lower.contains(word))
+}
+
+/// A copy of a pod template with every value that may be a credential replaced by
+/// `<redacted>`: env values of sensitive-looking names, and values of sensitive-looking flags
+/// (file paths are kept: a path is not a secret).
+pub fn redact_template(
+    template: &k8s_openapi::api::core::v1::PodTemplateSpec,
+) -> k8s_openapi::api::core::v1::PodTemplateSpec {
+    let mut template = template.clone();
+    let containers = template.spec.iter_mut().flat_map(|spec| {
+        spec.containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+    });
+    for container in containers {
+        for var in container.env.iter_mut().flatten() {
+            if sensitive(&var.name) && var.value.is_some() {
+                var.value = Some("<redacted>".into());
+            }
+        }
+        for arg in container
+            .command
+            .iter_mut()
+            .flatten()
+            .chain(container.args.iter_mut().flatten())
+        {
+            if let Some((flag, value)) = arg.split_once('=')
+                && sensitive(flag)
+                && !value.starts_with('/')
+            {
+                *arg = format!("{flag}=<redacted>");
+            }
+        }
+    }
+    template
+}
+
+/// A unified diff of two pod templates as YAML (credentials redacted), labelled `live` and
+/// `target`; empty when they render the same.
+pub fn template_diff(
+    live: &k8s_openapi::api::core::v1::PodTemplateSpec,
+    target: &k8s_openapi::api::core::v1::PodTemplateSpec,
+) -> Result<String, RenderError> {
+    let live = to_yaml(&redact_template(live))?;
+    let target = to_yaml(&redact_template(target))?;
+    if live == target {
+        return Ok(String::new());
+    }
+    Ok(similar::TextDiff::from_lines(&live, &target)
+        .unified_diff()
+        .context_radius(3)
+        .header("live", "target")
+        .to_string())
+}
+
+#[cfg(test)]
+mod diff_tests {
+    use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
+
+    use super::*;
+
+    fn template(image: &str, token: &str) -> PodTemplateSpec {
+        PodTemplateSpec {
+            metadata: None,
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "kube-apiserver".into(),
+                    image: Some(image.into()),
+                    command: Some(vec![
+                        "kube-apiserver".into(),
+                        format!("--token-auth-file={token}"),
+                        "--oidc-client-secret=hunter2".into(),
+                    ]),
+                    env: Some(vec![EnvVar {
+                        name: "API_TOKEN".into(),
+                        value: Some("s3cr3t".into()),
+                        value_from: None,
+                    }]),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn the_diff_shows_the_change_and_never_a_credential() {
+        let diff = template_diff(
+            &template("k:v1.33.1", "/etc/t.csv"),
+            &template("k:v1.34.0", "/etc/t.csv"),
+        )
+        .expect("diff");
+        assert!(
+            diff.contains("--- live") && diff.contains("+++ target"),
+            "{diff}"
+        );
+        assert!(
+            diff.contains("-      image: \"k:v1.33.1\"") || diff.contains("-    image"),
+            "{diff}"
+        );
+        assert!(
+            !diff.contains("hunter2") && !diff.contains("s3cr3t"),
+            "{diff}"
+        );
+        // a path is shown: it is where a secret is, not the secret
+        let same = template_diff(
+            &template("k:v1", "/etc/t.csv"),
+            &template("k:v1", "/etc/t.csv"),
+        )
+        .expect("diff");
+        assert!(same.is_empty());
+    }
+}

@@ -1,10 +1,18 @@
 //! The selfhost engine: connects to a cluster through kube-rs, observes it, and carries out
 //! the steps the pure state machine of `selfhost-core` decides on.
 
+pub mod apply;
 pub mod client;
 pub mod error;
+pub mod events;
+pub mod execute;
 pub mod health;
+pub mod identity;
+pub mod observe;
+pub mod plan;
 pub mod retry;
+pub mod target;
+pub mod upgrade;
 pub mod view;
 
 pub use client::{ClientArgs, ClientError, Clients, connect};

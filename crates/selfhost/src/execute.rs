@@ -1,0 +1,199 @@
+//! Carrying out the state machine's actions against the API, each with its precondition and
+//! bounded retries. A 409 or a 404 is not an error here: it means the cluster moved on since
+//! the observation, and the next observation decides again.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use selfhost_core::component::NAMESPACE;
+use selfhost_core::pivot::{Step, Update};
+use serde_json::json;
+
+use crate::error::{ApiCallError, FailureKind};
+use crate::retry::{RetryPolicy, with_retries};
+
+/// The field manager selfhost writes as.
+pub const FIELD_MANAGER: &str = "selfhost";
+
+/// What an action did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// It was written; the object now has this resourceVersion (if the answer said).
+    Written {
+        /// The DaemonSet or object name.
+        name: String,
+        /// Its new resourceVersion.
+        resource_version: Option<String>,
+    },
+    /// The cluster had moved on (409/404): nothing written; observe again.
+    Superseded {
+        /// Why.
+        why: String,
+    },
+}
+
+fn superseded_or<T>(
+    result: Result<T, ApiCallError>,
+    ok: impl FnOnce(T) -> Applied,
+) -> Result<Applied, ApiCallError> {
+    match result {
+        Ok(value) => Ok(ok(value)),
+        Err(e)
+            if matches!(
+                e.kind,
+                FailureKind::Conflict | FailureKind::NotFound | FailureKind::AlreadyExists
+            ) =>
+        {
+            Ok(Applied::Superseded { why: e.message })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Performs an action step; `None` for steps that are not actions (waits and ends).
+/// `live` is the cached real DaemonSet an [`Update`] applies to.
+pub async fn perform(
+    client: &kube::Client,
+    step: &Step,
+    live: impl Fn(&str) -> Option<DaemonSet>,
+    policy: &RetryPolicy,
+    dry_run: bool,
+) -> Option<Result<Applied, ApiCallError>> {
+    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let post = PostParams {
+        dry_run,
+        field_manager: Some(FIELD_MANAGER.into()),
+    };
+    let delete = |uid: Option<&String>, rv: Option<&String>| DeleteParams {
+        dry_run,
+        preconditions: Some(Preconditions {
+            uid: uid.cloned(),
+            resource_version: rv.cloned(),
+        }),
+        ..DeleteParams::default()
+    };
+    let written = |name: &str| {
+        let name = name.to_string();
+        move |rv: Option<String>| Applied::Written {
+            name,
+            resource_version: rv,
+        }
+    };
+    Some(match step {
+        Step::CreateBackup { daemonset } => {
+            let name = daemonset.metadata.name.clone().unwrap_or_default();
+            let result = with_retries(
+                &format!("create DaemonSet kube-system/{name}"),
+                policy,
+                || daemonsets.create(&post, daemonset),
+            )
+            .await;
+            superseded_or(
+                result.map(|ds| ds.metadata.resource_version),
+                written(&name),
+            )
+        }
+        Step::AdoptBackup {
+            name,
+            resource_version,
+            annotations,
+            ..
+        } => {
+            let patch = json!({ "metadata": { "resourceVersion": resource_version, "annotations": annotations } });
+            let merge = Patch::Merge(&patch);
+            let params = PatchParams {
+                dry_run,
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            let result = with_retries(
+                &format!("annotate DaemonSet kube-system/{name}"),
+                policy,
+                || daemonsets.patch(name, &params, &merge),
+            )
+            .await;
+            superseded_or(result.map(|ds| ds.metadata.resource_version), written(name))
+        }
+        Step::UpdateReal(update) | Step::RollBack { update, .. } => {
+            let Some(current) = live(&update.name) else {
+                return Some(Ok(Applied::Superseded {
+                    why: format!("DaemonSet {} is gone", update.name),
+                }));
+            };
+            let object = updated(current, update);
+            let result = with_retries(
+                &format!("update DaemonSet kube-system/{}", update.name),
+                policy,
+                || daemonsets.replace(&update.name, &post, &object),
+            )
+            .await;
+            superseded_or(
+                result.map(|ds| ds.metadata.resource_version),
+                written(&update.name),
+            )
+        }
+        Step::DeleteOldPod {
+            pod,
+            uid,
+            grace_period_seconds,
+            ..
+        } => {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+            let mut params = delete(uid.as_ref(), None);
+            params.grace_period_seconds = grace_period_seconds.and_then(|g| u32::try_from(g).ok());
+            let result = with_retries(&format!("delete Pod kube-system/{pod}"), policy, || {
+                pods.delete(pod, &params)
+            })
+            .await;
+            superseded_or(result.map(|_| None), written(pod))
+        }
+        Step::HandOverLease {
+            lease,
+            uid,
+            resource_version,
+            ..
+        } => {
+            let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+            let params = delete(uid.as_ref(), Some(resource_version));
+            let result = with_retries(&format!("delete Lease kube-system/{lease}"), policy, || {
+                leases.delete(lease, &params)
+            })
+            .await;
+            superseded_or(result.map(|_| None), written(lease))
+        }
+        Step::RemoveBackup { name, uid } => {
+            let mut params = delete(uid.as_ref(), None);
+            params.propagation_policy = Some(kube::api::PropagationPolicy::Foreground);
+            let result = with_retries(
+                &format!("delete DaemonSet kube-system/{name}"),
+                policy,
+                || daemonsets.delete(name, &params),
+            )
+            .await;
+            superseded_or(result.map(|_| None), written(name))
+        }
+        _ => return None,
+    })
+}
+
+/// The live DaemonSet with the update's template and annotations, and the update's
+/// resourceVersion as precondition (a PUT with a stale one gets 409).
+fn updated(mut ds: DaemonSet, update: &Update) -> DaemonSet {
+    ds.metadata.resource_version = update.resource_version.clone();
+    ds.metadata.managed_fields = None;
+    let annotations: &mut BTreeMap<String, String> =
+        ds.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    for key in &update.remove_annotations {
+        annotations.remove(key);
+    }
+    annotations.extend(update.set_annotations.clone());
+    if let Some(spec) = ds.spec.as_mut() {
+        spec.template = (*update.template).clone();
+    }
+    ds.status = None;
+    ds
+}

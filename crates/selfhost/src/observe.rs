@@ -1,0 +1,210 @@
+//! Building the core's [`Observation`] from the watched view and the probe client.
+//!
+//! Every decision reads the cluster afresh: the view's caches (kept current by watches, so
+//! this costs no request) and the API's health (probed at most once per `HEALTH_MAX_AGE`).
+//! The only memory is the identity tracker (see `identity.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::ListParams;
+use selfhost_core::Component;
+use selfhost_core::observation::{
+    ApiHealth, BackupObservation, DaemonSetObservation, IDENTITY_LABEL, LeaderLease,
+    NodeObservation, Observation,
+};
+use selfhost_core::preflight::ClusterObservation;
+use selfhost_core::skew::{ApiServerVersion, KubeletVersion};
+use selfhost_core::version::KubeVersion;
+use tokio::time::Instant;
+
+use crate::client::Clients;
+use crate::error::ApiCallError;
+use crate::health;
+use crate::identity::IdentityTracker;
+use crate::retry::{RetryPolicy, with_retries};
+use crate::view::{ClusterView, ViewTimeout};
+
+/// How stale a health probe may be when a decision is made.
+pub const HEALTH_MAX_AGE: Duration = Duration::from_millis(500);
+
+/// The engine's eyes: the watched view, the probe client and the identity memory.
+pub struct Observer {
+    /// The watched caches.
+    pub view: ClusterView,
+    api: kube::Client,
+    probe: kube::Client,
+    identities: IdentityTracker,
+    health: Option<(Instant, ApiHealth)>,
+}
+
+fn owned_by<'a>(pods: &'a [Arc<Pod>], owner_uid: Option<&'a str>) -> Vec<Pod> {
+    pods.iter()
+        .filter(|pod| {
+            pod.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| Some(r.uid.as_str()) == owner_uid)
+        })
+        .map(|pod| (**pod).clone())
+        .collect()
+}
+
+impl Observer {
+    /// Starts watching the cluster behind `clients`.
+    pub fn start(clients: &Clients) -> Observer {
+        Observer {
+            view: ClusterView::start(&clients.api),
+            api: clients.api.clone(),
+            probe: clients.probe.clone(),
+            identities: IdentityTracker::default(),
+            health: None,
+        }
+    }
+
+    /// Waits until the watches have listed everything once.
+    pub async fn ready(&self, timeout: Duration) -> Result<(), ViewTimeout> {
+        self.view.ready(timeout).await
+    }
+
+    /// The API's health, probed anew if the last probe is older than `max_age`.
+    pub async fn api_health(&mut self, max_age: Duration) -> ApiHealth {
+        if let Some((at, health)) = &self.health
+            && at.elapsed() <= max_age
+        {
+            return health.clone();
+        }
+        let ready = health::readyz(&self.probe).await;
+        let git_version = if ready.healthy {
+            self.probe
+                .apiserver_version()
+                .await
+                .ok()
+                .map(|info| info.git_version)
+        } else {
+            None
+        };
+        let health = ApiHealth {
+            readyz_ok: ready.healthy,
+            readyz_detail: ready.problem,
+            git_version,
+        };
+        self.health = Some((Instant::now(), health.clone()));
+        health
+    }
+
+    fn daemonset(&self, name: &str) -> Option<Arc<DaemonSet>> {
+        self.view
+            .daemonsets
+            .state()
+            .into_iter()
+            .find(|d| d.metadata.name.as_deref() == Some(name))
+    }
+
+    /// One observation of `component`, as the state machine takes it.
+    pub async fn observe(&mut self, component: Component) -> Observation {
+        let now = Timestamp::now();
+        let api = self.api_health(HEALTH_MAX_AGE).await;
+        let pods = self.view.pods.state();
+        let backup_pods = self.view.backup_pods.state();
+        let real = self.daemonset(&component.daemonset_name()).map(|ds| {
+            DaemonSetObservation::from_daemonset(&ds, &owned_by(&pods, ds.metadata.uid.as_deref()))
+        });
+        let backup = self.daemonset(&component.backup_name()).map(|ds| {
+            let owned = owned_by(&backup_pods, ds.metadata.uid.as_deref());
+            BackupObservation::from_daemonset(&ds, &owned, component)
+        });
+        let nodes = self
+            .view
+            .nodes
+            .state()
+            .iter()
+            .map(|n| NodeObservation::from_node(n))
+            .collect();
+        let leases = self.view.leases.state();
+        let identity: Vec<_> = leases
+            .iter()
+            .filter(|l| {
+                l.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|labels| labels.contains_key(IDENTITY_LABEL))
+            })
+            .cloned()
+            .collect();
+        let identity_leases = self.identities.observe(&identity, now);
+        let leader_lease = component.leader_lease_name().and_then(|name| {
+            leases
+                .iter()
+                .find(|l| l.metadata.name.as_deref() == Some(name))
+                .map(|l| LeaderLease::from_lease(l))
+        });
+        Observation {
+            component,
+            now,
+            real,
+            backup,
+            nodes,
+            api,
+            identity_leases,
+            leader_lease,
+        }
+    }
+
+    /// What preflight needs: every component, the apiservers' versions (from the images their
+    /// pods run) and every node's kubelet version (one paged list of all nodes).
+    pub async fn cluster(
+        &mut self,
+        policy: &RetryPolicy,
+    ) -> Result<ClusterObservation, ApiCallError> {
+        let mut components = Vec::new();
+        for component in Component::ALL {
+            components.push(self.observe(component).await);
+        }
+        let apiserver_versions = components
+            .iter()
+            .filter(|o| o.component == Component::ApiServer)
+            .flat_map(|o| o.all_pods().cloned().collect::<Vec<_>>())
+            .filter_map(|pod| {
+                let image = &pod.containers.first()?.image;
+                let tag = image.rsplit_once(':')?.1.to_string();
+                let version = KubeVersion::parse(&tag).ok()?;
+                Some(ApiServerVersion {
+                    name: pod.node.clone().unwrap_or(pod.name.clone()),
+                    version,
+                })
+            })
+            .collect();
+        let nodes: Api<Node> = Api::all(self.api.clone());
+        let mut kubelets = Vec::new();
+        let mut params = ListParams::default().limit(500);
+        loop {
+            let page = with_retries("list nodes", policy, || nodes.list(&params)).await?;
+            kubelets.extend(page.items.iter().map(|node| {
+                KubeletVersion {
+                    node: node.metadata.name.clone().unwrap_or_default(),
+                    version: node
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.node_info.as_ref())
+                        .map(|i| i.kubelet_version.clone())
+                        .unwrap_or_default(),
+                }
+            }));
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
+        }
+        Ok(ClusterObservation {
+            components,
+            apiserver_versions,
+            kubelets,
+        })
+    }
+}

@@ -1,0 +1,201 @@
+//! What each component should run after the upgrade: rendered from a kubeadm configuration
+//! (a file, else the cluster's `kube-system/kubeadm-config`), or — for clusters without one —
+//! the live template with only the component's image moved to the target version.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{ConfigMap, PodTemplateSpec};
+use kube::Api;
+use selfhost_core::Component;
+use selfhost_core::component::NAMESPACE;
+use selfhost_core::config::{CONFIGMAP_KEY, CONFIGMAP_NAME, ClusterConfig, ConfigError};
+use selfhost_core::control_plane::{K8S_CERTS_VOLUME, NodeContext, static_pod};
+use selfhost_core::daemonset::{CertsError, DaemonSetOptions, build_daemonset};
+use selfhost_core::observation::DaemonSetObservation;
+use selfhost_core::version::KubeVersion;
+use serde::Serialize;
+
+use crate::error::{ApiCallError, FailureKind};
+use crate::retry::{RetryPolicy, with_retries};
+
+/// Where the target templates come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TemplateSource {
+    /// `--config FILE`.
+    ConfigFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The `ClusterConfiguration` in `kube-system/kubeadm-config`.
+    ClusterConfigMap,
+    /// No configuration: the live templates with the images moved to the target tag.
+    LiveTemplates,
+}
+
+impl std::fmt::Display for TemplateSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TemplateSource::ConfigFile { path } => {
+                write!(f, "the kubeadm configuration file {}", path.display())
+            }
+            TemplateSource::ClusterConfigMap => {
+                write!(
+                    f,
+                    "the cluster's kubeadm configuration (ConfigMap kube-system/{CONFIGMAP_NAME})"
+                )
+            }
+            TemplateSource::LiveTemplates => write!(
+                f,
+                "the live DaemonSet templates with only the component images moved to the target \
+                 version (the cluster has no kube-system/{CONFIGMAP_NAME} ConfigMap)"
+            ),
+        }
+    }
+}
+
+/// Why no target could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// Reading the ConfigMap failed.
+    #[error(transparent)]
+    Api(#[from] ApiCallError),
+    /// The cluster's configuration does not parse.
+    #[error(
+        "the ClusterConfiguration in ConfigMap kube-system/{CONFIGMAP_NAME} is not valid: {0}; fix it, or pass --config FILE"
+    )]
+    ClusterConfig(ConfigError),
+    /// Certificates in Secrets cannot be kept.
+    #[error(transparent)]
+    Certs(#[from] CertsError),
+    /// A component has no live DaemonSet to take images from.
+    #[error("{0}: no live DaemonSet to take the template from")]
+    NoLiveTemplate(Component),
+}
+
+/// The target templates of all components, and where they came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Targets {
+    /// The target version.
+    pub version: KubeVersion,
+    /// Where the templates came from.
+    pub source: TemplateSource,
+    /// One template per component.
+    pub templates: BTreeMap<Component, PodTemplateSpec>,
+}
+
+/// Whether a live template mounts its certificates from Secrets (then the target must too).
+fn certs_in_secrets(live: Option<&DaemonSetObservation>) -> bool {
+    live.and_then(|ds| ds.template.spec.as_ref())
+        .and_then(|spec| spec.volumes.as_ref())
+        .is_some_and(|volumes| {
+            volumes
+                .iter()
+                .any(|v| v.name == K8S_CERTS_VOLUME && v.projected.is_some())
+        })
+}
+
+/// The template `component` runs at `version` under `config`, shaped like the live one
+/// (certificates from Secrets if the live one has them).
+pub fn render_from_config(
+    component: Component,
+    config: &ClusterConfig,
+    version: &KubeVersion,
+    live: Option<&DaemonSetObservation>,
+) -> Result<PodTemplateSpec, CertsError> {
+    let pod = static_pod(component, config, &NodeContext::default(), version);
+    let options = DaemonSetOptions {
+        certs_in_secrets: certs_in_secrets(live),
+    };
+    let ds = build_daemonset(component, &pod, &options)?;
+    Ok(ds.spec.map(|s| s.template).unwrap_or_default())
+}
+
+/// The live template with the component's image tag moved to `version`; every other field is
+/// kept as it is.
+pub fn bump_images(
+    component: Component,
+    live: &PodTemplateSpec,
+    version: &KubeVersion,
+) -> PodTemplateSpec {
+    let mut template = live.clone();
+    let suffix = format!("/{}", component.name());
+    for container in template
+        .spec
+        .iter_mut()
+        .flat_map(|s| s.containers.iter_mut())
+    {
+        let Some(image) = container.image.as_mut() else {
+            continue;
+        };
+        let (repository, _) = image.rsplit_once(':').unwrap_or((image.as_str(), ""));
+        if repository.ends_with(&suffix) || repository == component.name() {
+            *image = format!("{repository}:{}", version.image_tag());
+        }
+    }
+    template
+}
+
+/// Reads the cluster's kubeadm configuration, if it has one.
+pub async fn cluster_config(
+    client: &kube::Client,
+    policy: &RetryPolicy,
+) -> Result<Option<ClusterConfig>, TargetError> {
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    let found = with_retries(
+        &format!("get ConfigMap kube-system/{CONFIGMAP_NAME}"),
+        policy,
+        || maps.get_opt(CONFIGMAP_NAME),
+    )
+    .await;
+    let map = match found {
+        Ok(map) => map,
+        // Reading it is optional: without permission, fall back as if there were none.
+        Err(e) if e.kind == FailureKind::Forbidden => None,
+        Err(e) => return Err(e.into()),
+    };
+    let Some(text) = map
+        .and_then(|m| m.data)
+        .and_then(|d| d.get(CONFIGMAP_KEY).cloned())
+    else {
+        return Ok(None);
+    };
+    ClusterConfig::from_configmap_data(&text)
+        .map(|p| Some(p.config))
+        .map_err(TargetError::ClusterConfig)
+}
+
+/// The targets of every component.
+pub fn targets(
+    version: &KubeVersion,
+    config: Option<(&ClusterConfig, TemplateSource)>,
+    live: &BTreeMap<Component, DaemonSetObservation>,
+) -> Result<Targets, TargetError> {
+    let mut templates = BTreeMap::new();
+    let source = match config {
+        Some((config, source)) => {
+            for component in Component::ALL {
+                templates.insert(
+                    component,
+                    render_from_config(component, config, version, live.get(&component))?,
+                );
+            }
+            source
+        }
+        None => {
+            for component in Component::ALL {
+                let ds = live
+                    .get(&component)
+                    .ok_or(TargetError::NoLiveTemplate(component))?;
+                templates.insert(component, bump_images(component, &ds.template, version));
+            }
+            TemplateSource::LiveTemplates
+        }
+    };
+    Ok(Targets {
+        version: version.clone(),
+        source,
+        templates,
+    })
+}
