@@ -47,6 +47,12 @@ pub enum OutputFormat {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Show the control plane: components, versions per node, upgrades in progress.
+    Status(StatusArgs),
+    /// Preflight checks, version changes, template diffs and expected disruption; changes nothing.
+    Plan(PlanArgs),
+    /// Upgrade the control plane to a version with the least disruption the cluster allows.
+    Apply(ApplyArgs),
     /// Print the control-plane manifests selfhost would run for a version, as YAML.
     Manifests(ManifestsArgs),
     /// Show what selfhost can do, on a built-in simulated cluster.
@@ -82,3 +88,67 @@ pub struct ManifestsArgs {
 /// Arguments of `selfhost demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {}
+
+/// Arguments of `selfhost status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {}
+
+/// Flags that shape what an upgrade may do, shared by `plan` and `apply`.
+#[derive(Debug, Args)]
+pub struct UpgradeFlags {
+    /// Proceed despite skippable preflight findings (they are shown as warnings), and take over
+    /// a backup left by another run.
+    #[arg(long)]
+    pub force: bool,
+    /// Allow a pre-release target (alpha, beta, rc).
+    #[arg(long)]
+    pub allow_experimental_upgrades: bool,
+    /// Allow a release-candidate target.
+    #[arg(long)]
+    pub allow_release_candidate_upgrades: bool,
+    /// Accept an API outage where the cluster's shape makes one unavoidable (one
+    /// control-plane node without port sharing).
+    #[arg(long)]
+    pub accept_downtime: bool,
+}
+
+/// Arguments of `selfhost plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The Kubernetes version to upgrade to, e.g. v1.34.1.
+    #[arg(value_name = "VERSION")]
+    pub target: String,
+    /// A kubeadm configuration file (else the cluster's kube-system/kubeadm-config).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// What the upgrade may do.
+    #[command(flatten)]
+    pub flags: UpgradeFlags,
+}
+
+/// Arguments of `selfhost apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The Kubernetes version to upgrade to, e.g. v1.34.1.
+    #[arg(value_name = "VERSION")]
+    pub target: String,
+    /// A kubeadm configuration file (else the cluster's kube-system/kubeadm-config).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Do not ask for confirmation (required when not run interactively).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Send each component's first change as a server-side dry run and describe the rest;
+    /// change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Per-component deadline for the rollout (e.g. 5m); past it, the component rolls back.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// On failure leave the backup serving instead of rolling back, and exit 4.
+    #[arg(long)]
+    pub no_rollback: bool,
+    /// What the upgrade may do.
+    #[command(flatten)]
+    pub flags: UpgradeFlags,
+}

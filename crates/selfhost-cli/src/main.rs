@@ -31,10 +31,26 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<Outcome, CliError> {
-    match cli.command {
-        Command::Manifests(args) => commands::manifests::run(&cli.global, &args),
-        Command::Demo(args) => commands::demo::run(&cli.global, &args),
+    match &cli.command {
+        Command::Manifests(args) => commands::manifests::run(&cli.global, args),
+        Command::Demo(args) => commands::demo::run(&cli.global, args),
+        Command::Status(args) => block_on(commands::status::run(&cli.global, args)),
+        Command::Plan(args) => block_on(commands::plan::run(&cli.global, args)),
+        Command::Apply(args) => block_on(commands::apply::run(&cli.global, args)),
     }
+}
+
+/// Runs an async command on a multi-threaded runtime (watches and probes run beside the work).
+fn block_on(
+    command: impl std::future::Future<Output = Result<Outcome, CliError>>,
+) -> Result<Outcome, CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            CliError::from(anyhow::Error::from(e).context("starting the async runtime"))
+        })?;
+    runtime.block_on(command)
 }
 
 fn init_logging(verbose: u8) {

@@ -6,3 +6,78 @@ use std::io::Write;
 pub fn warn(message: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr(), "warning: {message}");
 }
+
+/// Rows as a plain table with columns padded to their widest cell, like kubectl's.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                let pad = widths[i] - cell.chars().count() + 3;
+                out.push_str(cell);
+                out.push_str(&" ".repeat(pad));
+            }
+        }
+        out.trim_end().to_string() + "\n"
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// Writes `text` to stdout; a closed stdout is reported as an error the caller treats as
+/// the reader's choice (see `main.rs`).
+pub fn print(text: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .context("writing to stdout")?;
+    stdout.flush().context("writing to stdout")
+}
+
+/// Writes `message` on stderr, plainly.
+pub fn say(message: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr(), "{message}");
+}
+
+/// One value as JSON or YAML, for `-o json|yaml`.
+pub fn structured<T: serde::Serialize>(
+    value: &T,
+    format: crate::args::OutputFormat,
+) -> anyhow::Result<String> {
+    use anyhow::Context;
+    Ok(match format {
+        crate::args::OutputFormat::Yaml => {
+            selfhost_core::render::to_yaml(value).context("rendering YAML")?
+        }
+        _ => serde_json::to_string_pretty(value).context("rendering JSON")? + "\n",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn columns_are_padded_to_the_widest_cell() {
+        let text = super::table(
+            &["A", "LONGER"],
+            &[
+                vec!["wide cell".into(), "x".into()],
+                vec!["b".into(), "y".into()],
+            ],
+        );
+        assert_eq!(text, "A           LONGER\nwide cell   x\nb           y\n");
+    }
+}

@@ -1,7 +1,6 @@
 //! `selfhost manifests <VERSION>`: the control-plane manifests for a version, as YAML.
 
 use std::io::Write;
-use std::path::Path;
 
 use anyhow::{Context, anyhow};
 use selfhost_core::KubeVersion;
@@ -13,9 +12,6 @@ use selfhost_core::skew::SUPPORTED_VERSIONS;
 
 use crate::args::{GlobalArgs, ManifestForm, ManifestsArgs, OutputFormat};
 use crate::exit::{CliError, Outcome};
-
-/// A kubeadm configuration is a few kilobytes; anything this large is not one.
-const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
 /// Renders the manifests and prints them.
 pub fn run(global: &GlobalArgs, args: &ManifestsArgs) -> Result<Outcome, CliError> {
@@ -32,7 +28,7 @@ pub fn run(global: &GlobalArgs, args: &ManifestsArgs) -> Result<Outcome, CliErro
         ));
     }
     let config = match &args.config {
-        Some(path) => read_config(path, &version)?,
+        Some(path) => super::config_file::read_config(path, &version)?,
         None => ClusterConfig::default_for(&version),
     };
 
@@ -73,45 +69,4 @@ pub fn run(global: &GlobalArgs, args: &ManifestsArgs) -> Result<Outcome, CliErro
         .context("writing to stdout")?;
     stdout.flush().context("writing to stdout")?;
     Ok(Outcome::Done)
-}
-
-/// Reads and parses a kubeadm configuration file; every problem is bad input (exit 2).
-fn read_config(path: &Path, version: &KubeVersion) -> Result<ClusterConfig, CliError> {
-    let shown = path.display();
-    let metadata = std::fs::metadata(path)
-        .with_context(|| format!("cannot read the configuration file {shown}"))
-        .map_err(CliError::bad_input)?;
-    if !metadata.is_file() {
-        return Err(CliError::bad_input(anyhow!(
-            "the configuration file {shown} is not a regular file; pass a kubeadm ClusterConfiguration YAML file"
-        )));
-    }
-    if metadata.len() > MAX_CONFIG_BYTES {
-        return Err(CliError::bad_input(anyhow!(
-            "the configuration file {shown} is {} bytes; a kubeadm configuration is at most a few kilobytes \
-             (limit {MAX_CONFIG_BYTES} bytes) — is this the right file?",
-            metadata.len()
-        )));
-    }
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read the configuration file {shown}"))
-        .map_err(CliError::bad_input)?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        CliError::bad_input(anyhow!(
-            "the configuration file {shown} is not UTF-8 text; pass a kubeadm ClusterConfiguration YAML file"
-        ))
-    })?;
-    let parsed = ClusterConfig::from_yaml(&text)
-        .map_err(|e| CliError::bad_input(anyhow!(e).context(format!("in {shown}"))))?;
-    for notice in &parsed.notices {
-        crate::ui::warn(format!("{shown}: {notice}"));
-    }
-    if let Some(named) = &parsed.config.kubernetes_version
-        && named.to_string() != version.to_string()
-    {
-        crate::ui::warn(format!(
-            "{shown} names kubernetesVersion {named}; rendering {version} as asked on the command line"
-        ));
-    }
-    Ok(parsed.config)
 }

@@ -1,4 +1,9 @@
 //! One module per command.
 
+pub mod apply;
+pub mod cluster;
+pub mod config_file;
 pub mod demo;
 pub mod manifests;
+pub mod plan;
+pub mod status;

@@ -1,0 +1,287 @@
+//! `selfhost apply <VERSION>`: plan, confirm, then the pivot of every component, with
+//! progress on stderr (or JSON events on stdout with `-o json`) and the exit codes of
+//! DESIGN.md §2. Ctrl-C stops at the next safe point and prints the command that resumes.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::anyhow;
+use selfhost::apply::{ApplyOptions, RunOutcome, apply};
+use selfhost::events::{Event, Events, Stamped};
+use selfhost::plan::make_plan;
+use selfhost::retry::RetryPolicy;
+use selfhost::upgrade::ExecuteOptions;
+use selfhost_core::pivot::PivotOptions;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{ApplyArgs, GlobalArgs, OutputFormat};
+use crate::exit::{CliError, Outcome};
+use crate::ui;
+
+/// The command that continues this run, for messages.
+fn resume_command(args: &ApplyArgs) -> String {
+    let mut command = format!("selfhost apply {}", args.target);
+    if let Some(config) = &args.config {
+        command.push_str(&format!(" --config {}", config.display()));
+    }
+    for (on, flag) in [
+        (args.flags.force, "--force"),
+        (args.flags.accept_downtime, "--accept-downtime"),
+        (
+            args.flags.allow_experimental_upgrades,
+            "--allow-experimental-upgrades",
+        ),
+        (
+            args.flags.allow_release_candidate_upgrades,
+            "--allow-release-candidate-upgrades",
+        ),
+        (args.no_rollback, "--no-rollback"),
+    ] {
+        if on {
+            command.push(' ');
+            command.push_str(flag);
+        }
+    }
+    command.push_str(" --yes");
+    command
+}
+
+fn render(event: &Stamped) -> Option<String> {
+    let at = format!("[{:>6.1}s]", event.at);
+    Some(match &event.event {
+        Event::ComponentStarted { component } => format!("{at} {component}: upgrading"),
+        Event::Step {
+            component,
+            step,
+            description,
+        } => format!("{at} {component}: {step}: {description}"),
+        Event::Waiting {
+            component, pending, ..
+        } if !pending.is_empty() => {
+            let shown: Vec<_> = pending.iter().take(3).cloned().collect();
+            let more = pending.len().saturating_sub(3);
+            let more = if more > 0 {
+                format!(" (+{more} more)")
+            } else {
+                String::new()
+            };
+            format!("{at} {component}:   waiting for {}{more}", shown.join("; "))
+        }
+        Event::Waiting { .. } => return None,
+        Event::Action {
+            component,
+            detail,
+            dry_run,
+            ..
+        } => {
+            format!(
+                "{at} {component}:   {}{detail}",
+                if *dry_run { "(dry run) " } else { "" }
+            )
+        }
+        Event::ComponentFinished {
+            component,
+            outcome,
+            message,
+            elapsed_seconds,
+        } => {
+            format!("{at} {component}: {outcome} after {elapsed_seconds:.1}s: {message}")
+        }
+    })
+}
+
+fn confirm(target: &str) -> Result<bool, CliError> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(CliError::bad_input(anyhow!(
+            "refusing to change the cluster without confirmation: this run is not interactive; pass --yes"
+        )));
+    }
+    let _ = write!(
+        std::io::stderr(),
+        "Upgrade the control plane to {target}? [y/N]: "
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| CliError::bad_input(anyhow!(e)))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+/// Runs the upgrade.
+pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliError> {
+    let request = super::plan::request(&args.target, args.config.as_ref(), &args.flags)?;
+    let deadline = match &args.timeout {
+        Some(text) => humantime::parse_duration(text).map_err(|e| {
+            CliError::bad_input(anyhow!(
+                "invalid --timeout {text:?}: {e}; write a duration such as 5m or 90s"
+            ))
+        })?,
+        None => selfhost_core::pivot::DEFAULT_DEADLINE,
+    };
+    if deadline < Duration::from_secs(10) {
+        return Err(CliError::bad_input(anyhow!(
+            "--timeout {} is too short for a component to hand over; give at least 10s",
+            humantime::format_duration(deadline)
+        )));
+    }
+    let json = global.output == OutputFormat::Json;
+    let (clients, mut observer) = super::cluster::connect(global).await?;
+    let policy = RetryPolicy::default();
+    let (plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
+        .await
+        .map_err(|e| CliError::from(anyhow::Error::from(e)))?;
+    if !plan.proceeds {
+        if !json {
+            ui::say(super::plan::render_text(&plan));
+        } else {
+            ui::print(
+                &(serde_json::to_string(&serde_json::json!({"event": "refused", "plan": plan}))
+                    .unwrap_or_default()
+                    + "\n"),
+            )?;
+        }
+        return Err(CliError {
+            outcome: Outcome::Refused,
+            error: anyhow!("preflight refused the upgrade; nothing was changed"),
+        });
+    }
+    let nothing_to_do = plan
+        .components
+        .iter()
+        .all(|c| !c.changes && c.in_progress_to.is_none())
+        && plan
+            .components
+            .iter()
+            .all(|c| c.running.iter().all(|p| !p.backup));
+    if nothing_to_do {
+        let message = format!(
+            "the control plane already runs {}; nothing to do",
+            plan.target_version
+        );
+        if json {
+            ui::print(
+                &(serde_json::json!({"event": "result", "outcome": "done", "message": message})
+                    .to_string()
+                    + "\n"),
+            )?;
+        } else {
+            ui::say(message);
+        }
+        return Ok(Outcome::Done);
+    }
+    if !args.yes && !args.dry_run && !confirm(&plan.target_version)? {
+        return Err(CliError::bad_input(anyhow!(
+            "not confirmed; nothing was changed"
+        )));
+    }
+
+    let cancel = CancellationToken::new();
+    let signal_cancel = cancel.clone();
+    let signals = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ui::say(
+                "stopping at the next safe point (press Ctrl-C again to abandon the run at once)...",
+            );
+            signal_cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(i32::from(Outcome::NotRestored.code()));
+            }
+        }
+    });
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
+    let printer = tokio::spawn(async move {
+        while let Some(event) = receiver.recv().await {
+            if json {
+                let _ = ui::print(&(serde_json::to_string(&event).unwrap_or_default() + "\n"));
+            } else if let Some(line) = render(&event) {
+                ui::say(line);
+            }
+        }
+    });
+    let options = ApplyOptions {
+        pivot: PivotOptions {
+            force: args.flags.force,
+            no_rollback: args.no_rollback,
+            accept_downtime: args.flags.accept_downtime,
+            deadline,
+            ..PivotOptions::default()
+        },
+        execute: ExecuteOptions {
+            retry: policy,
+            dry_run: args.dry_run,
+        },
+        resume_command: resume_command(args),
+    };
+    let events = Events::to(sender);
+    let result = apply(
+        &mut observer,
+        &clients.api,
+        &targets,
+        &options,
+        &events,
+        &cancel,
+    )
+    .await;
+    drop(events);
+    let _ = printer.await;
+    signals.abort();
+    let report = result.map_err(|e| CliError {
+        outcome: Outcome::NotRestored,
+        error: anyhow!(e).context(format!(
+            "the upgrade stopped; re-run `{}` to continue",
+            options.resume_command
+        )),
+    })?;
+
+    let (outcome, message) = match &report.outcome {
+        RunOutcome::Done => (Outcome::Done, format!("the control plane runs {}", targets.version)),
+        RunOutcome::DryRun => (Outcome::Done, "dry run: the API server accepted the first change of each component; nothing was changed".into()),
+        RunOutcome::RolledBack { component, reason } => (
+            Outcome::RolledBack,
+            format!("{component} failed and was rolled back to its original template: {reason}"),
+        ),
+        RunOutcome::Refused { component, reason, fix } => {
+            (Outcome::Refused, format!("{component}: {reason}; {fix}. Nothing was changed."))
+        }
+        RunOutcome::Failed { component, reason, state, resume } => (
+            Outcome::NotRestored,
+            format!("{component} failed and was NOT restored: {reason}. The cluster now: {state}. Continue with: {resume}"),
+        ),
+        RunOutcome::Interrupted { component, resume } => (
+            Outcome::NotRestored,
+            format!("stopped during {component} at a safe point; the cluster is consistent. Continue with: {resume}"),
+        ),
+    };
+    if json {
+        let name = match outcome {
+            Outcome::Done => "done",
+            Outcome::RolledBack => "rolled-back",
+            Outcome::BadInput => "bad-input",
+            Outcome::Refused => "refused",
+            Outcome::NotRestored => "not-restored",
+        };
+        ui::print(
+            &(serde_json::json!({"event": "result", "outcome": name, "message": message})
+                .to_string()
+                + "\n"),
+        )?;
+    }
+    if outcome == Outcome::Done {
+        if !json {
+            ui::say(message);
+        }
+        Ok(Outcome::Done)
+    } else {
+        Err(CliError {
+            outcome,
+            error: anyhow!(message),
+        })
+    }
+}

@@ -1,0 +1,185 @@
+//! `selfhost plan <VERSION>`: preflight, the version change per component, the template
+//! diffs and the expected disruption; changes nothing. Exit 0 if `apply` would proceed, 3 if
+//! preflight refuses.
+
+use std::path::PathBuf;
+
+use selfhost::plan::{Plan, PlanRequest, make_plan};
+use selfhost::retry::RetryPolicy;
+use selfhost_core::KubeVersion;
+use selfhost_core::disruption::ApiImpact;
+use selfhost_core::preflight::Verdict;
+use selfhost_core::skew::SkewFlags;
+
+use crate::args::{GlobalArgs, OutputFormat, PlanArgs, UpgradeFlags};
+use crate::exit::{CliError, Outcome};
+use crate::ui;
+
+/// Parses the version and reads the configuration: the request both `plan` and `apply` make.
+pub fn request(
+    target: &str,
+    config: Option<&PathBuf>,
+    flags: &UpgradeFlags,
+) -> Result<PlanRequest, CliError> {
+    let version = KubeVersion::parse(target).map_err(CliError::bad_input)?;
+    let config_file = match config {
+        Some(path) => Some((
+            path.clone(),
+            super::config_file::read_config(path, &version)?,
+        )),
+        None => None,
+    };
+    Ok(PlanRequest {
+        version,
+        config_file,
+        flags: SkewFlags {
+            allow_experimental: flags.allow_experimental_upgrades,
+            allow_release_candidate: flags.allow_release_candidate_upgrades,
+            force: flags.force,
+        },
+        accept_downtime: flags.accept_downtime,
+    })
+}
+
+fn impact(api: &ApiImpact) -> String {
+    match api {
+        ApiImpact::None => "none".into(),
+        ApiImpact::ListenBeforeServe { windows, window_ms } => {
+            format!(
+                "{windows} window(s) of ~{:.1} s where some new connections fail",
+                *window_ms as f64 / 1000.0
+            )
+        }
+        ApiImpact::Outage { up_to_seconds } => format!("API outage of up to {up_to_seconds} s"),
+    }
+}
+
+/// The plan for people.
+pub fn render_text(plan: &Plan) -> String {
+    let mut out = format!(
+        "Upgrade to {}\nTarget templates from {}.\n\nPreflight:\n",
+        plan.target_version, plan.template_source_description
+    );
+    for check in &plan.preflight.checks {
+        let mark = match check.verdict {
+            Verdict::Pass => "PASS",
+            Verdict::Warn => "WARN",
+            Verdict::Fail => "FAIL",
+        };
+        let scope = check
+            .component
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  {mark}  {}{scope}: {}\n",
+            check.id.id(),
+            check.message
+        ));
+        if let (Some(fix), Verdict::Warn | Verdict::Fail) = (&check.fix, check.verdict) {
+            out.push_str(&format!("        fix: {fix}\n"));
+        }
+    }
+    out.push_str("\nComponents:\n");
+    let rows: Vec<Vec<String>> = plan
+        .components
+        .iter()
+        .map(|c| {
+            let mut current: Vec<String> = c
+                .running
+                .iter()
+                .map(|p| p.image.rsplit(':').next().unwrap_or("").to_string())
+                .collect();
+            current.sort();
+            current.dedup();
+            vec![
+                c.component.to_string(),
+                if current.is_empty() {
+                    "-".into()
+                } else {
+                    current.join(", ")
+                },
+                c.target_image
+                    .as_deref()
+                    .and_then(|i| i.rsplit(':').next())
+                    .unwrap_or("-")
+                    .to_string(),
+                if c.changes {
+                    "yes".into()
+                } else {
+                    "no (already on target)".into()
+                },
+                impact(&c.expected.api),
+                c.expected
+                    .leaderless_gap_seconds
+                    .map_or("-".into(), |s| format!("≤ {s} s")),
+            ]
+        })
+        .collect();
+    out.push_str(&ui::table(
+        &[
+            "COMPONENT",
+            "CURRENT",
+            "TARGET",
+            "CHANGES",
+            "API IMPACT",
+            "LEADERLESS GAP",
+        ],
+        &rows,
+    ));
+    for c in &plan.components {
+        if let Some(target) = &c.in_progress_to {
+            out.push_str(&format!(
+                "  {}: an upgrade to {target} is in progress; apply continues it\n",
+                c.component
+            ));
+        }
+        for line in &c.expected.explanation {
+            out.push_str(&format!("  {}: {line}\n", c.component));
+        }
+    }
+    for c in plan.components.iter().filter(|c| !c.diff.is_empty()) {
+        out.push_str(&format!(
+            "\nTemplate diff of {} (live → target):\n{}",
+            c.daemonset, c.diff
+        ));
+    }
+    out.push_str(&if plan.proceeds {
+        format!(
+            "\napply would proceed: selfhost apply {}\n",
+            plan.target_version
+        )
+    } else {
+        let failed = plan
+            .preflight
+            .checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Fail)
+            .count();
+        format!("\napply would refuse: {failed} preflight check(s) failed (see the fixes above)\n")
+    });
+    out
+}
+
+/// Prints the plan.
+pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliError> {
+    let request = request(&args.target, args.config.as_ref(), &args.flags)?;
+    let (clients, mut observer) = super::cluster::connect(global).await?;
+    let (plan, _, _) = make_plan(
+        &mut observer,
+        &clients.api,
+        &request,
+        &RetryPolicy::default(),
+    )
+    .await
+    .map_err(|e| CliError::from(anyhow::Error::from(e)))?;
+    let text = match global.output {
+        OutputFormat::Text => render_text(&plan),
+        format => ui::structured(&plan, format)?,
+    };
+    ui::print(&text)?;
+    Ok(if plan.proceeds {
+        Outcome::Done
+    } else {
+        Outcome::Refused
+    })
+}
