@@ -308,6 +308,12 @@ impl ApiError {
         )
     }
 
+    /// 500 without a reason, as the apiserver answers an error that is not a Status (what
+    /// server-side apply returns for an applied configuration its schema rejects).
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// The `metav1.Status` body of this error.
     pub fn to_status(&self) -> Value {
         let mut status = json!({
@@ -319,6 +325,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // StatusReasonUnknown is "", which Go omits.
+            if let Some(map) = status.as_object_mut() {
+                map.remove("reason");
+            }
+        }
         if let Some(d) = &self.details {
             status["details"] = d.clone();
         }

@@ -1,5 +1,6 @@
 //! PATCH: JSON patch, JSON merge patch, strategic merge patch and server-side apply,
-//! chosen by Content-Type as the apiserver does.
+//! chosen by Content-Type as the apiserver does. Patched objects go through field validation
+//! (see [`super::strict`]); apply configurations through the kind's schema.
 
 use axum::response::Response;
 use serde_json::Value;
@@ -175,6 +176,7 @@ fn apply(call: &Call<'_>) -> Result<Response, ApiError> {
             )));
         }
     }
+    strict::check_applied(&rt, &applied)?;
     let options = ApplyOptions {
         field_manager: manager.to_string(),
         force: call.query.flag("force"),

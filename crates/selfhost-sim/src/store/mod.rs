@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 pub use delete::{DeleteOptions, Deletion, Propagation};
 pub use list::{ListOptions, ObjectFilter, ObjectList};
+pub(crate) use managed::{DataStep, display_data_path};
 pub use state::{EventType, ObjectId, StoreEvent};
 pub use strategy::Subresource;
 pub use watch::{Watch, WatchCursor, WatchEvent, WatchFilter, WatchStart};

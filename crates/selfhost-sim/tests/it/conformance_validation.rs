@@ -397,3 +397,36 @@ async fn an_unknown_directive_is_an_invalid_option() {
         r#"CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Loud": supported values: "", "Ignore", "Strict", "Warn""#
     );
 }
+
+#[tokio::test]
+async fn server_side_apply_refuses_unknown_fields_whatever_the_directive() {
+    let sim = sim().await;
+    let client = sim.client();
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+    for params in [
+        PatchParams::apply("me"),
+        PatchParams::apply("me").validation_ignore(),
+    ] {
+        let err = status(
+            api.patch("ds", &params, &Patch::Apply(daemonset_with_typos("ds")))
+                .await,
+        );
+        assert_eq!((err.code, err.reason.as_str()), (500, ""));
+        assert_eq!(
+            err.message,
+            "failed to create typed patch object (ds; apps/v1, Kind=DaemonSet): errors:\n  \
+             .spec.bogus: field not declared in schema\n  \
+             .spec.template.spec.containers[name=\"main\"].imagePullPolicyx: field not declared in schema"
+        );
+    }
+    assert!(stored(&client, "ds").await.is_none());
+    let mut clean = daemonset_with_typos("ds");
+    clean["spec"].as_object_mut().unwrap().remove("bogus");
+    clean["spec"]["template"]["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("imagePullPolicyx");
+    api.patch("ds", &PatchParams::apply("me"), &Patch::Apply(clean))
+        .await
+        .expect("a clean configuration applies");
+}

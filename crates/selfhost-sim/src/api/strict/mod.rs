@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::query::Query;
 use crate::error::ApiError;
 use crate::resources::ResourceType;
-use crate::store::check_type_meta;
+use crate::store::{DataStep, check_type_meta, display_data_path, meta};
 use scan::{Scanned, render};
 
 /// What to do about unknown and repeated fields.
@@ -162,6 +162,57 @@ pub(crate) fn check_patched(
     verdict(directive, problems, |problems| {
         ApiError::invalid_patch(&shown_value, &strict_decoding_error(problems))
     })
+}
+
+/// Checks a server-side apply configuration against its kind: there an unknown field is an
+/// error whatever `fieldValidation` says, reported as structured-merge-diff reports it (a
+/// 500 without a reason): `failed to create typed patch object (kube-system/x; apps/v1,
+/// Kind=DaemonSet): .spec.bogus: field not declared in schema`. Items of keyed lists are
+/// named by their key, as there.
+///
+/// # Errors
+/// That 500 for unknown fields or values of the wrong type; the store's 400 for a
+/// configuration of another kind.
+pub(crate) fn check_applied(rt: &ResourceType, applied: &Value) -> Result<(), ApiError> {
+    let mut probe = applied.clone();
+    check_type_meta(rt, &mut probe)?;
+    typed::strip_nulls(&mut probe);
+    let object = format!(
+        "{}/{}; {}/{}, Kind={}",
+        meta::namespace(applied),
+        meta::name(applied),
+        rt.group,
+        rt.version,
+        rt.kind
+    );
+    let object = object.strip_prefix('/').unwrap_or(&object);
+    let failed = |why: &str| {
+        ApiError::unknown(format!(
+            "failed to create typed patch object ({object}): {why}"
+        ))
+    };
+    let unknown = typed::unknown_fields(rt, &probe).map_err(|e| failed(&e.to_string()))?;
+    let errors: Vec<String> = unknown
+        .iter()
+        .map(|path| {
+            let steps: Vec<DataStep<'_>> = path
+                .iter()
+                .map(|segment| match segment {
+                    scan::Segment::Key(k) => DataStep::Field(k),
+                    scan::Segment::Index(i) => DataStep::Index(*i),
+                })
+                .collect();
+            format!(
+                "{}: field not declared in schema",
+                display_data_path(&probe, &steps)
+            )
+        })
+        .collect();
+    match errors.as_slice() {
+        [] => Ok(()),
+        [one] => Err(failed(one)),
+        many => Err(failed(&format!("errors:\n  {}", many.join("\n  ")))),
+    }
 }
 
 /// The patch's own problems: repeated fields, in body order.

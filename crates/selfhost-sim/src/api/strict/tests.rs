@@ -211,3 +211,40 @@ fn the_directive_defaults_to_warn_and_rejects_other_values() {
         r#"PatchOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Loud": supported values: "", "Ignore", "Strict", "Warn""#
     );
 }
+
+#[test]
+fn apply_configurations_with_unknown_fields_fail_as_schema_errors() {
+    let applied = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "ds", "namespace": "kube-system"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "api", "image": "i", "ports": [{"containerPort": 443, "hostPrt": 1}]},
+            {"name": "side", "imagePullPolicyx": "Always"}
+        ]}}}
+    });
+    let err = check_applied(&DAEMONSETS, &applied).unwrap_err();
+    assert_eq!((err.code, err.reason.as_str()), (500, ""));
+    assert!(
+        err.to_status().get("reason").is_none(),
+        "Go omits an empty reason"
+    );
+    assert_eq!(
+        err.message,
+        "failed to create typed patch object (kube-system/ds; apps/v1, Kind=DaemonSet): errors:\n  \
+         .spec.template.spec.containers[name=\"api\"].ports[containerPort=443].hostPrt: field not declared in schema\n  \
+         .spec.template.spec.containers[name=\"side\"].imagePullPolicyx: field not declared in schema"
+    );
+
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": "team"}, "spec": {"bogus": 1}});
+    assert_eq!(
+        check_applied(&crate::resources::NAMESPACES, &namespace)
+            .unwrap_err()
+            .message,
+        "failed to create typed patch object (team; /v1, Kind=Namespace): .spec.bogus: field not declared in schema"
+    );
+
+    let clean = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                       "spec": {"containers": [{"name": "c", "image": "i", "args": null}]}});
+    assert_eq!(check_applied(&PODS, &clean), Ok(()));
+}

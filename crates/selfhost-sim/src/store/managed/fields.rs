@@ -288,3 +288,39 @@ pub(super) fn display_path(path: &FieldPath) -> String {
     }
     out
 }
+
+/// One step of a path into an object: a field, or a list element by position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DataStep<'a> {
+    /// A field (or map key).
+    Field(&'a str),
+    /// A list element.
+    Index(usize),
+}
+
+/// A path into `obj` as structured-merge-diff prints it (`.spec.containers[name="c"].image`):
+/// items of keyed lists by their key, other list items by position.
+pub(crate) fn display_data_path(obj: &Value, steps: &[DataStep<'_>]) -> String {
+    let mut path = FieldPath::new();
+    let mut node = Some(obj);
+    let mut list_field = "";
+    for step in steps {
+        match *step {
+            DataStep::Field(name) => {
+                path.push(format!("f:{name}"));
+                node = node.and_then(|n| n.get(name));
+                list_field = name;
+            }
+            DataStep::Index(i) => {
+                let item = node.and_then(|n| n.get(i));
+                let key = match (list_kind(list_field), item) {
+                    (ListKind::Keyed(keys), Some(item)) => item_key(item, keys),
+                    _ => None,
+                };
+                path.push(key.unwrap_or_else(|| format!("i:{i}")));
+                node = item;
+            }
+        }
+    }
+    display_path(&path)
+}

@@ -15,6 +15,8 @@ mod fields;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use fields::{DataStep, display_data_path};
+
 use serde_json::{Value, json};
 
 use super::meta;

@@ -119,3 +119,26 @@ async fn applying_a_typo_to_an_existing_object_is_an_invalid_patch() {
         "nothing was written"
     );
 }
+
+#[tokio::test]
+async fn server_side_apply_with_a_typo_is_a_schema_error() {
+    let sim = SimServer::start(SimServerOptions::default())
+        .await
+        .expect("the simulator starts");
+    let Some(kubectl) = Kubectl::for_sim(&sim, "apply --server-side with a typo") else {
+        return;
+    };
+    let manifest = kubectl.file("typo.yaml", &manifest_with_typos());
+    let out = kubectl
+        .run(&["apply", "--server-side", "-f", path_arg(&manifest)])
+        .await;
+    assert!(!out.success, "{}", out.stdout);
+    assert!(
+        out.stderr.contains(&format!(
+            "Error from server: failed to create typed patch object (kube-system/{DS}; apps/v1, Kind=DaemonSet): errors:\n  .spec.bogus: field not declared in schema\n  .spec.template.spec.containers[name=\"kube-apiserver\"].imagePullPolicyx: field not declared in schema"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(stored(&sim).await.is_none());
+}
