@@ -4,14 +4,15 @@
 //! [`CallError::Unreachable`] and must try again later, as a real one would.
 //!
 //! Request-level faults injected for HTTP clients do not apply here; a server that is down
-//! (held down by the self-hosting model, crashed, or in a `down_for` fault) is down for
-//! everyone.
+//! (no apiserver serves in the self-hosting model, crashed, or in a `down_for` fault) is down
+//! for everyone.
 
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::board::Board;
 use crate::error::ApiError;
 use crate::resources::ResourceType;
 use crate::server::SimServer;
@@ -55,6 +56,7 @@ impl CallError {
 pub(crate) struct ClusterApi {
     store: Store,
     server: Arc<SimServer>,
+    board: Arc<Board>,
 }
 
 impl std::fmt::Debug for ClusterApi {
@@ -66,16 +68,18 @@ impl std::fmt::Debug for ClusterApi {
 }
 
 impl ClusterApi {
-    pub(crate) fn new(server: Arc<SimServer>) -> Self {
+    pub(crate) fn new(server: Arc<SimServer>, board: Arc<Board>) -> Self {
         ClusterApi {
             store: server.store().clone(),
             server,
+            board,
         }
     }
 
-    /// Whether the API server answers.
+    /// Whether the API server answers: the model lets it (decided the moment the last
+    /// apiserver process stopped, before the HTTP listener closes) and it listens.
     pub(crate) fn is_up(&self) -> bool {
-        self.server.is_up()
+        self.board.api_allowed() && self.server.is_up()
     }
 
     /// The store itself, for waiting on revisions (no data is read through it).

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, uid_mismatch};
-use super::coupling::Signals;
+use super::board::Signals;
 use super::daemonset_sync::{self, MANAGER};
 use super::events::{self, Involved, Source};
 use super::feed::RETRY_WHEN_DOWN;

@@ -28,6 +28,7 @@
 //! run, and learn about new pods only through the API. See [`model`] for the seams.
 
 mod api;
+mod board;
 mod builder;
 mod controller_manager;
 mod coupling;
@@ -49,7 +50,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -57,7 +58,7 @@ pub use api::CallError;
 pub use builder::SimClusterBuilder;
 pub use model::{
     AnyReadyApiserver, ApiBackend, ApiServing, ControlPlaneSnapshot, FirstReadyProcess,
-    LeaderPolicy, Leadership, NodeContainers, ProcessBoard, ProcessRef, Role, ServingPolicy,
+    LeaderPolicy, Leadership, NodeContainers, ProcessRef, Role, ServingPolicy,
 };
 pub use prober::{ProbeReport, ProbeSample, ProbeSeries, Prober, ProberOptions};
 pub use recorder::{ApiSample, AvailabilityRecorder, PodSample};
@@ -70,7 +71,7 @@ use crate::faults::Faults;
 use crate::metrics::Metrics;
 use crate::server::{SimError, SimServer};
 use crate::store::Store;
-use coupling::Signals;
+use board::{Board, Signals};
 use feed::NodeInput;
 
 /// Why a cluster could not start, or a control could not be used.
@@ -112,10 +113,9 @@ pub struct SimCluster {
     _manifests_root: tempfile::TempDir,
     registry: RegistryHandle,
     recorder: AvailabilityRecorder,
-    board: ProcessBoard,
+    board: Arc<Board>,
     signals: Signals,
     inputs: HashMap<String, mpsc::UnboundedSender<NodeInput>>,
-    coupled: watch::Sender<bool>,
     mode: BootstrapMode,
     configured_version: String,
     shutdown: CancellationToken,
@@ -250,7 +250,7 @@ impl SimCluster {
 
     /// Switches the self-hosting model on or off at runtime.
     pub fn set_self_hosting_model(&self, on: bool) {
-        self.coupled.send_replace(on);
+        self.board.set_coupled(on);
     }
 
     /// Puts a node's machine in a state: `Down` (off: its processes are gone, nothing is

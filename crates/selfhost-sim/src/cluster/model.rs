@@ -1,18 +1,16 @@
 //! The self-hosting model: what the kubelets run decides whether the API answers, which
 //! version it reports, and which controller-manager and scheduler act.
 //!
-//! Kubelets publish their containers on a [`ProcessBoard`]. From that snapshot two policies
-//! decide: a [`ServingPolicy`] (which kube-apiserver processes serve; the API is up while
+//! Kubelets publish their containers on a board (a [`ControlPlaneSnapshot`]); on every
+//! publication, synchronously, two policies decide: a [`ServingPolicy`] (which kube-apiserver processes serve; the API is up while
 //! there is one) and a [`LeaderPolicy`] per [`Role`] (which process acts for the
-//! controller-manager and the scheduler). Controllers never look at pods: they wait on the
-//! [`Leadership`] the coupling task publishes. Replacing "a Ready pod" by "the process holding
+//! controller-manager and the scheduler). Deciding at the moment of publication matters: a
+//! kubelet whose apiserver process just exited must not get its next write through. Controllers
+//! never look at pods: they wait on the [`Leadership`] the board publishes. Replacing "a Ready pod" by "the process holding
 //! the leader Lease", or "any Ready apiserver" by "the one this connection reached", is a new
 //! policy (or a task feeding the same channels), not a rewiring.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use tokio::sync::watch;
 
 use crate::controllers::kubelet::{ContainerView, ImageRef, NodeState, PodRef, ProcessId};
 
@@ -40,51 +38,6 @@ impl ControlPlaneSnapshot {
             .flat_map(|(node, n)| n.containers.iter().map(move |c| (node.as_str(), c)))
             .filter(|(_, c)| c.ready && c.binary.as_deref() == Some(binary))
             .collect()
-    }
-}
-
-/// Where kubelets publish what they run (cheap to clone).
-#[derive(Clone, Debug)]
-pub struct ProcessBoard {
-    nodes: Arc<Mutex<BTreeMap<String, NodeContainers>>>,
-    changes: Arc<watch::Sender<u64>>,
-}
-
-impl Default for ProcessBoard {
-    fn default() -> Self {
-        ProcessBoard {
-            nodes: Arc::default(),
-            changes: Arc::new(watch::channel(0).0),
-        }
-    }
-}
-
-impl ProcessBoard {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, NodeContainers>> {
-        self.nodes.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Records a node's containers; wakes the model only when something changed.
-    pub fn publish(&self, node: &str, containers: NodeContainers) {
-        let mut nodes = self.lock();
-        if nodes.get(node) == Some(&containers) {
-            return;
-        }
-        nodes.insert(node.to_string(), containers);
-        drop(nodes);
-        self.changes.send_modify(|n| *n += 1);
-    }
-
-    /// What every node runs now.
-    pub fn snapshot(&self) -> ControlPlaneSnapshot {
-        ControlPlaneSnapshot {
-            nodes: self.lock().clone(),
-        }
-    }
-
-    /// A receiver that changes with every publication that changed something.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changes.subscribe()
     }
 }
 

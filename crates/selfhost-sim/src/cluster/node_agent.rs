@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -16,9 +17,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, typed, uid_mismatch};
+use super::board::Board;
 use super::events::{self, Involved, Source};
 use super::feed::{NodeInput, RETRY_WHEN_DOWN};
-use super::model::{NodeContainers, ProcessBoard};
+use super::model::NodeContainers;
 use super::recorder::AvailabilityRecorder;
 use super::registry::RegistryHandle;
 use crate::controllers::clock;
@@ -39,7 +41,7 @@ pub(crate) struct NodeAgent {
     pub node: Node,
     pub api: ClusterApi,
     pub registry: RegistryHandle,
-    pub board: ProcessBoard,
+    pub board: Arc<Board>,
     pub recorder: AvailabilityRecorder,
     pub manifests_dir: PathBuf,
     pub scan_interval: Duration,
@@ -209,7 +211,7 @@ impl NodeAgent {
             self.recorder.record_pod(&node, done, "Removed", false);
         }
         let wakeup = report.next_wakeup;
-        self.write(report);
+        // What runs now decides whether the API answers these very writes.
         self.board.publish(
             &node,
             NodeContainers {
@@ -217,6 +219,7 @@ impl NodeAgent {
                 containers: self.kubelet.containers(),
             },
         );
+        self.write(report);
         wakeup.map(|at| Instant::now() + clock::elapsed(Timestamp::now(), at))
     }
 

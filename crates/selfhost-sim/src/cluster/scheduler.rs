@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, uid_mismatch};
+use super::board::Signals;
 use super::controller_manager::sleep_until;
-use super::coupling::Signals;
 use super::events::{self, Involved, Source};
 use super::feed::RETRY_WHEN_DOWN;
 use super::informer::{Cache, Cursor};

@@ -15,16 +15,17 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{ClusterApi, typed};
+use super::board::Board;
 use super::builder::SimClusterBuilder;
 use super::controller_manager::ControllerManager;
-use super::coupling::{self, Coupling};
+use super::coupling::Coupling;
 use super::feed;
-use super::model::{Leadership, ProcessBoard};
+use super::model::Leadership;
 use super::node_agent::NodeAgent;
 use super::recorder::AvailabilityRecorder;
 use super::registry::RegistryHandle;
@@ -172,11 +173,14 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     }
     let registry = RegistryHandle::new(registry);
 
-    let api = ClusterApi::new(server.clone());
-    let board = ProcessBoard::default();
     let recorder = AvailabilityRecorder::default();
-    let (senders, signals) = coupling::signals();
-    let (coupled, coupled_rx) = watch::channel(false);
+    let (board, signals) = Board::new(
+        b.serving_policy.clone(),
+        b.leader_policy.clone(),
+        recorder.clone(),
+        &b.version,
+    );
+    let api = ClusterApi::new(server.clone(), board.clone());
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let mut inputs = HashMap::new();
@@ -220,14 +224,9 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     ));
     let model = Coupling {
         server: server.clone(),
-        board: board.clone(),
-        serving: b.serving_policy.clone(),
-        leaders: b.leader_policy.clone(),
-        recorder: recorder.clone(),
-        coupled: coupled_rx,
+        signals: signals.clone(),
         garbage_collector: b.garbage_collector,
         configured_version: b.version.clone(),
-        senders,
     };
     tasks.spawn(model.run(shutdown.clone()));
     let cm = ControllerManager {
@@ -252,7 +251,6 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         board,
         signals,
         inputs,
-        coupled,
         mode: b.mode,
         configured_version: b.version.clone(),
         shutdown,

@@ -34,7 +34,14 @@ impl SimTimings {
     /// Pod latencies a thousand times faster than real ones (every ordering kept), with
     /// heartbeats slow enough that a busy two-core machine never misses one: for tests.
     pub fn fast() -> Self {
-        let mut kubelet = Timings::fast();
+        Self::scaled(1_000)
+    }
+
+    /// Pod latencies `factor` times faster than real ones, heartbeats and node monitoring as
+    /// in [`SimTimings::fast`] (a factor of 100 makes a control-plane rollout last about a
+    /// second: long enough for a prober to watch it).
+    pub fn scaled(factor: u32) -> Self {
+        let mut kubelet = Timings::realistic().scaled(factor);
         kubelet.lease_renew_interval = Duration::from_millis(200);
         kubelet.lease_duration = Duration::from_secs(2);
         kubelet.node_status_report_interval = Duration::from_secs(5);

@@ -5,6 +5,11 @@
 
 mod bootstrap;
 mod daemonset;
+mod gc;
+mod kubectl;
+mod kubelet;
+mod model;
+mod nodes;
 mod rolling;
 mod timeline;
 

@@ -35,6 +35,8 @@ pub enum NodeState {
 struct MirrorRecord {
     reference: PodRef,
     hash: Option<String>,
+    /// Someone deleted it through the API: the kubelet deletes it for good and recreates it.
+    terminating: bool,
 }
 
 /// A simulated kubelet. Feed it what its watches deliver ([`Kubelet::observe_pod`],
@@ -182,6 +184,7 @@ impl Kubelet {
                 key,
                 MirrorRecord {
                     hash: mirror_hash(pod).map(str::to_string),
+                    terminating: objects::is_terminating(&pod.metadata),
                     reference,
                 },
             );
@@ -438,9 +441,10 @@ impl Kubelet {
             .map(|w| ((w.reference.namespace.clone(), w.reference.name.clone()), w))
             .collect();
         for (key, mirror) in &self.mirrors {
-            let matches = live
-                .get(key)
-                .is_some_and(|w| mirror.hash.as_deref() == Some(w.reference.uid.as_str()));
+            let matches = !mirror.terminating
+                && live
+                    .get(key)
+                    .is_some_and(|w| mirror.hash.as_deref() == Some(w.reference.uid.as_str()));
             if !matches {
                 report.mirror_pods_to_delete.push(mirror.reference.clone());
             }

@@ -71,6 +71,11 @@ impl PodTimeline {
         PodTimeline { states, task }
     }
 
+    /// Every recorded state.
+    pub fn states(&self) -> Vec<(Instant, Vec<Pod>)> {
+        self.states.lock().unwrap().clone()
+    }
+
     /// The largest value `f` took over all states.
     pub fn max_of(&self, f: impl Fn(&[Pod]) -> usize) -> usize {
         self.states

@@ -81,6 +81,46 @@ fn a_static_pod_runs_without_the_api_and_reports_through_its_mirror() {
 }
 
 #[test]
+fn a_mirror_deleted_through_the_api_is_removed_for_good_and_recreated() {
+    let mut h = Harness::new();
+    h.kubelet.observe_node(&node());
+    let pod = static_apiserver(&h, MANIFEST);
+    h.kubelet.set_static_pods(&[pod], h.now);
+    h.run_to(1.0);
+    let first = accept_mirrors(&mut h)[0].clone();
+    h.run_to(2.0);
+    let mut deleted = h.api[&first].clone();
+    deleted.metadata.deletion_timestamp = Some(clock::time(h.now));
+    h.kubelet.observe_pod(&deleted, h.now);
+    h.run_to(2.5);
+    let asked: Vec<&str> = h
+        .last
+        .mirror_pods_to_delete
+        .iter()
+        .map(|m| m.uid.as_str())
+        .collect();
+    assert_eq!(
+        asked,
+        [first.as_str()],
+        "the Terminating mirror goes at once"
+    );
+    accept_mirrors(&mut h);
+    h.run_to(3.0);
+    assert_eq!(
+        h.last.mirror_pods_to_create.len(),
+        1,
+        "and a new one replaces it"
+    );
+    accept_mirrors(&mut h);
+    h.run_to(10.0);
+    assert_eq!(
+        h.kubelet.ports().holders(HostPort::tcp(6443)).len(),
+        1,
+        "the static pod itself runs on"
+    );
+}
+
+#[test]
 fn removing_the_manifest_stops_the_pod_and_deletes_its_mirror() {
     let mut h = Harness::new();
     h.kubelet.observe_node(&node());
