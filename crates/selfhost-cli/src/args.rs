@@ -55,6 +55,9 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Print the control-plane manifests selfhost would run for a version, as YAML.
     Manifests(ManifestsArgs),
+    /// Run a simulated cluster in the foreground and write a kubeconfig for it.
+    #[command(disable_version_flag = true)]
+    Sim(SimArgs),
     /// Show what selfhost can do, on a built-in simulated cluster.
     Demo(DemoArgs),
 }
@@ -151,4 +154,37 @@ pub struct ApplyArgs {
     /// What the upgrade may do.
     #[command(flatten)]
     pub flags: UpgradeFlags,
+}
+
+/// Arguments of `selfhost sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Control-plane nodes (cp-1, cp-2, ...).
+    #[arg(long, default_value_t = 1)]
+    pub control_plane_nodes: usize,
+    /// Worker nodes (worker-1, ...).
+    #[arg(long, default_value_t = 0)]
+    pub workers: usize,
+    /// Kubernetes version of the control plane.
+    #[arg(long = "version", id = "kubernetes_version", default_value = "v1.33.1")]
+    pub version: String,
+    /// `static` (kubeadm's static pods) or `self-hosted` (DaemonSets).
+    #[arg(long, default_value = "self-hosted")]
+    pub mode: String,
+    /// Port of the API server (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Where to write the kubeconfig (also `--kubeconfig`; default: selfhost-sim.kubeconfig in
+    /// the temp directory).
+    #[arg(long = "write-kubeconfig", value_name = "PATH")]
+    pub write_kubeconfig: Option<PathBuf>,
+    /// Serve HTTPS with a minted CA and a bearer token.
+    #[arg(long)]
+    pub tls: bool,
+    /// Near-zero pod latencies instead of human-visible ones.
+    #[arg(long)]
+    pub fast: bool,
+    /// Self-hosted components without --permit-port-sharing.
+    #[arg(long)]
+    pub no_port_sharing: bool,
 }

@@ -110,9 +110,11 @@ pub fn redact_template(
             .flatten()
             .chain(container.args.iter_mut().flatten())
         {
+            // Paths and booleans are not secrets (`--use-service-account-credentials=true`).
             if let Some((flag, value)) = arg.split_once('=')
                 && sensitive(flag)
                 && !value.starts_with('/')
+                && !matches!(value, "true" | "false")
             {
                 *arg = format!("{flag}=<redacted>");
             }
@@ -122,13 +124,15 @@ pub fn redact_template(
 }
 
 /// A unified diff of two pod templates as YAML (credentials redacted), labelled `live` and
-/// `target`; empty when they render the same.
+/// `target`; empty when they render the same. Both sides get the API server's defaults first
+/// (see [`crate::rollout::normalize`]), so that a default the server filled in is not shown as
+/// a change.
 pub fn template_diff(
     live: &k8s_openapi::api::core::v1::PodTemplateSpec,
     target: &k8s_openapi::api::core::v1::PodTemplateSpec,
 ) -> Result<String, RenderError> {
-    let live = to_yaml(&redact_template(live))?;
-    let target = to_yaml(&redact_template(target))?;
+    let live = to_yaml(&crate::rollout::normalize(&redact_template(live)))?;
+    let target = to_yaml(&crate::rollout::normalize(&redact_template(target)))?;
     if live == target {
         return Ok(String::new());
     }
@@ -156,6 +160,7 @@ mod diff_tests {
                         "kube-apiserver".into(),
                         format!("--token-auth-file={token}"),
                         "--oidc-client-secret=hunter2".into(),
+                        "--use-service-account-credentials=true".into(),
                     ]),
                     env: Some(vec![EnvVar {
                         name: "API_TOKEN".into(),

@@ -98,14 +98,13 @@ pub enum ClientError {
     NoKubeconfig,
     /// A kubeconfig file could not be read.
     #[error(
-        "cannot read the kubeconfig {path}: {source}; pass --kubeconfig PATH or set KUBECONFIG to a readable file"
+        "cannot read the kubeconfig {path}: {error}; pass --kubeconfig PATH or set KUBECONFIG to a readable file"
     )]
     Read {
         /// The file and where its name came from.
         path: String,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        /// The I/O error (in the message rather than as a source, or it would print twice).
+        error: std::io::Error,
     },
     /// A kubeconfig file is not a kubeconfig.
     #[error("the kubeconfig {path} is not valid: {detail}")]
@@ -256,9 +255,9 @@ fn read_kubeconfig(source: &KubeconfigSource) -> Result<Kubeconfig, ClientError>
             KubeconfigSource::Env(_) => format!("{} (from KUBECONFIG)", path.display()),
             _ => source.describe(),
         };
-        let text = std::fs::read_to_string(path).map_err(|source| ClientError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ClientError::Read {
             path: shown.clone(),
-            source,
+            error,
         })?;
         let config = Kubeconfig::from_yaml(&text).map_err(|e| ClientError::Parse {
             path: shown.clone(),

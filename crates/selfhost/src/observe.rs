@@ -179,7 +179,9 @@ impl Observer {
                     version,
                 })
             })
-            .collect();
+            .collect::<Vec<ApiServerVersion>>();
+        let mut apiserver_versions = apiserver_versions;
+        apiserver_versions.sort_by(|a, b| a.name.cmp(&b.name));
         let nodes: Api<Node> = Api::all(self.api.clone());
         let mut kubelets = Vec::new();
         let mut params = ListParams::default().limit(500);

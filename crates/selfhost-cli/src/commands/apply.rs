@@ -197,10 +197,22 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     });
     let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
     let printer = tokio::spawn(async move {
+        // People get at most one "waiting for" line a second; programs get every event.
+        let mut last_wait: Option<f64> = None;
         while let Some(event) = receiver.recv().await {
             if json {
                 let _ = ui::print(&(serde_json::to_string(&event).unwrap_or_default() + "\n"));
-            } else if let Some(line) = render(&event) {
+                continue;
+            }
+            if matches!(event.event, Event::Waiting { .. }) {
+                if last_wait.is_some_and(|at| event.at - at < 1.0) {
+                    continue;
+                }
+                last_wait = Some(event.at);
+            } else {
+                last_wait = None;
+            }
+            if let Some(line) = render(&event) {
                 ui::say(line);
             }
         }

@@ -6,4 +6,5 @@ pub mod config_file;
 pub mod demo;
 pub mod manifests;
 pub mod plan;
+pub mod sim;
 pub mod status;
