@@ -5,6 +5,8 @@
 //! collector (bound pods whose node is gone). A new acting process starts from scratch: fresh
 //! caches, fresh failed-pod back-off, as a restarted controller-manager does.
 
+use std::collections::HashMap;
+
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -135,16 +137,13 @@ impl ControllerManager {
     }
 
     fn sync_daemon_sets(&self, p: &mut Process) -> Result<(), CallError> {
-        let nodes = p.nodes.to_vec();
-        let pods = p.pods.to_vec();
-        let revisions = p.revisions.to_vec();
         let now = Timestamp::now();
-        for ds in p.daemon_sets.to_vec() {
+        for ds in p.daemon_sets.as_slice() {
             let view = DaemonSetView {
-                daemon_set: &ds,
-                nodes: &nodes,
-                pods: &pods,
-                revisions: &revisions,
+                daemon_set: ds,
+                nodes: p.nodes.as_slice(),
+                pods: p.pods.as_slice(),
+                revisions: p.revisions.as_slice(),
             };
             let decision = match daemonset::reconcile(&view, now, &mut p.backoff) {
                 Ok(d) => d,
@@ -154,7 +153,7 @@ impl ControllerManager {
                 }
             };
             let requeue = decision.requeue_after.map(|after| Instant::now() + after);
-            let applied = daemonset_sync::apply(&self.api, &ds, &p.pods, decision)?;
+            let applied = daemonset_sync::apply(&self.api, ds, &p.pods, decision)?;
             let requeue = if applied.stale {
                 Some(Instant::now())
             } else {
@@ -171,10 +170,16 @@ impl ControllerManager {
     fn monitor_nodes(&self, p: &mut Process) -> Result<(), CallError> {
         let now = Timestamp::now();
         let config = self.timings.node_lifecycle;
-        for node in p.nodes.to_vec() {
+        let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
+        for pod in p.pods.values() {
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                by_node.entry(node).or_default().push(pod.clone());
+            }
+        }
+        for node in p.nodes.values() {
             let name = node.metadata.name.clone().unwrap_or_default();
             let lease = p.leases.get(NODE_LEASE_NAMESPACE, &name);
-            let decision = node_lifecycle::monitor(&node, lease, now, &config);
+            let decision = node_lifecycle::monitor(node, lease, now, &config);
             if let Some(conditions) = decision.conditions {
                 let conditions = serde_json::to_value(conditions).unwrap_or(Value::Null);
                 write_node(&self.api, &name, Subresource::Status, |n| {
@@ -187,20 +192,18 @@ impl ControllerManager {
                     n["spec"]["taints"] = taints;
                 })?;
             }
-            let on_node: Vec<Pod> = p
-                .pods
-                .values()
-                .filter(|pod| pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name))
-                .cloned()
-                .collect();
+            let on_node = by_node
+                .get(name.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
             if decision.mark_pods_not_ready {
-                for pod in &on_node {
+                for pod in on_node {
                     if let Some(status) = node_lifecycle::mark_pod_not_ready(pod, now) {
                         write_pod_status(&self.api, pod, &status)?;
                     }
                 }
             }
-            let (evict, _) = node_lifecycle::pods_to_evict(&node, &on_node, now);
+            let (evict, _) = node_lifecycle::pods_to_evict(node, on_node, now);
             for pod in evict {
                 delete_pod(&self.api, pod, None)?;
                 let involved = pod_involved(pod);

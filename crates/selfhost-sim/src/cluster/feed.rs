@@ -1,7 +1,8 @@
 //! The kubelets' watch: one watch of all pods, routed to each node's kubelet by
 //! `spec.nodeName` (what a kubelet's `fieldSelector=spec.nodeName=<node>` watch delivers).
 //! While the API is down nothing is delivered; when it answers again the watch resumes
-//! where it stopped, and a watch too far behind (410) makes every kubelet relist.
+//! where it stopped. A watch too far behind (410) starts over from a fresh list, which each
+//! kubelet gets whole, as a relisting reflector would.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,8 +24,9 @@ pub(crate) enum NodeInput {
     Pod(Arc<Value>),
     /// A pod bound to the node is gone from the API (its uid).
     Removed(String),
-    /// The kubelet must list its pods again (its watch fell behind).
-    Relist,
+    /// Every pod bound to the node now (the watch fell behind and started over): pods the
+    /// kubelet knows and that are not here are gone.
+    Resync(Vec<Arc<Value>>),
     /// The machine changes state.
     SetState(NodeState),
 }
@@ -78,6 +80,20 @@ pub(crate) async fn run(
         send(&node, NodeInput::Pod(event.object));
     }
     let mut cursor = started.cursor;
+    let resync = |store: &crate::store::Store| {
+        let fresh = store.watch(&PODS, WatchFilter::default(), WatchStart::Now);
+        let mut by_node: HashMap<String, Vec<Arc<Value>>> =
+            kubelets.keys().map(|n| (n.clone(), Vec::new())).collect();
+        for event in fresh.initial {
+            if let Some(pods) = by_node.get_mut(node_of(&event.object)) {
+                pods.push(event.object);
+            }
+        }
+        for (node, pods) in by_node {
+            send(&node, NodeInput::Resync(pods));
+        }
+        fresh.cursor
+    };
     loop {
         if !until_api_up(&api, &mut api_up, &shutdown).await {
             return;
@@ -108,16 +124,7 @@ pub(crate) async fn run(
             }
             Err(e) => {
                 tracing::debug!(error = %e, "the kubelets' pod watch fell behind; relisting");
-                cursor = store
-                    .watch(
-                        &PODS,
-                        WatchFilter::default(),
-                        WatchStart::After(store.revision()),
-                    )
-                    .cursor;
-                for tx in kubelets.values() {
-                    let _ = tx.send(NodeInput::Relist);
-                }
+                cursor = resync(&store);
             }
         }
     }

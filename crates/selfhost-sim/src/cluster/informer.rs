@@ -2,7 +2,7 @@
 //! filled by a list and kept current from the event history (a watch resuming where it left
 //! off), relisting when the history no longer reaches back (410).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -12,36 +12,41 @@ use crate::resources::ResourceType;
 use crate::store::meta;
 use crate::store::{EventType, StoreEvent};
 
-/// One type's cache, keyed by `(namespace, name)`.
+/// One type's cache, keyed by `(namespace, name)`. Objects live in one vector (in no
+/// particular order) so controllers read them as a slice without copying.
 #[derive(Debug)]
 pub(crate) struct Cache<K> {
     resource: ResourceType,
     namespace: Option<&'static str>,
-    objects: BTreeMap<(String, String), K>,
+    objects: Vec<K>,
+    index: HashMap<(String, String), usize>,
     listed_at: u64,
 }
 
-impl<K: DeserializeOwned + Clone> Cache<K> {
+impl<K: DeserializeOwned + Clone + kube::Resource> Cache<K> {
     /// A cache of `resource`, in one namespace or all.
     pub(crate) fn new(resource: ResourceType, namespace: Option<&'static str>) -> Self {
         Cache {
             resource,
             namespace,
-            objects: BTreeMap::new(),
+            objects: Vec::new(),
+            index: HashMap::new(),
             listed_at: 0,
         }
     }
 
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<&K> {
-        self.objects.get(&(namespace.to_string(), name.to_string()))
+        let at = self.index.get(&(namespace.to_string(), name.to_string()))?;
+        self.objects.get(*at)
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &K> {
-        self.objects.values()
+        self.objects.iter()
     }
 
-    pub(crate) fn to_vec(&self) -> Vec<K> {
-        self.objects.values().cloned().collect()
+    /// Every object, in no particular order.
+    pub(crate) fn as_slice(&self) -> &[K] {
+        &self.objects
     }
 
     fn key(obj: &Value) -> (String, String) {
@@ -49,6 +54,34 @@ impl<K: DeserializeOwned + Clone> Cache<K> {
             meta::namespace(obj).to_string(),
             meta::name(obj).to_string(),
         )
+    }
+
+    fn key_of(obj: &K) -> (String, String) {
+        let meta = obj.meta();
+        (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+        )
+    }
+
+    fn insert(&mut self, key: (String, String), obj: K) {
+        match self.index.get(&key) {
+            Some(at) => self.objects[*at] = obj,
+            None => {
+                self.index.insert(key, self.objects.len());
+                self.objects.push(obj);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &(String, String)) {
+        let Some(at) = self.index.remove(key) else {
+            return;
+        };
+        self.objects.swap_remove(at);
+        if let Some(moved) = self.objects.get(at) {
+            self.index.insert(Self::key_of(moved), at);
+        }
     }
 }
 
@@ -62,14 +95,16 @@ pub(crate) trait Informed {
     fn resource(&self) -> ResourceType;
 }
 
-impl<K: DeserializeOwned + Clone> Informed for Cache<K> {
+impl<K: DeserializeOwned + Clone + kube::Resource> Informed for Cache<K> {
     fn relist(&mut self, api: &ClusterApi) -> Result<u64, CallError> {
         let list = api.list(&self.resource, self.namespace)?;
-        self.objects = list
-            .items
-            .iter()
-            .filter_map(|o| Some((Self::key(o), typed::<K>(o)?)))
-            .collect();
+        self.objects.clear();
+        self.index.clear();
+        for obj in &list.items {
+            if let Some(typed) = typed::<K>(obj) {
+                self.insert(Self::key(obj), typed);
+            }
+        }
         self.listed_at = list.resource_version;
         Ok(list.resource_version)
     }
@@ -85,12 +120,10 @@ impl<K: DeserializeOwned + Clone> Informed for Cache<K> {
         }
         let key = Self::key(&event.object);
         match event.event_type {
-            EventType::Deleted => {
-                self.objects.remove(&key);
-            }
+            EventType::Deleted => self.remove(&key),
             EventType::Added | EventType::Modified => {
                 if let Some(obj) = typed::<K>(&event.object) {
-                    self.objects.insert(key, obj);
+                    self.insert(key, obj);
                 }
             }
         }

@@ -129,17 +129,27 @@ impl NodeAgent {
                 self.told.remove(&uid);
                 self.kubelet.pod_removed(&uid, now);
             }
-            NodeInput::Relist => self.needs_relist = true,
+            NodeInput::Resync(pods) => self.resync(&pods, now),
         }
     }
 
-    /// Lists the node's pods again: new ones are observed, vanished ones removed.
+    /// Lists the node's pods again (after the machine was off).
     fn relist(&mut self) -> Result<(), CallError> {
         let node = self.node_name();
         let pods = self.api.list(&PODS, None)?;
-        let now = Timestamp::now();
+        let mine: Vec<Arc<Value>> = pods
+            .items
+            .into_iter()
+            .filter(|p| p["spec"]["nodeName"] == *node)
+            .collect();
+        self.resync(&mine, Timestamp::now());
+        Ok(())
+    }
+
+    /// Takes `pods` as everything bound here: new ones are observed, vanished ones removed.
+    fn resync(&mut self, pods: &[Arc<Value>], now: Timestamp) {
         let mut seen = BTreeMap::new();
-        for obj in pods.items.iter().filter(|p| p["spec"]["nodeName"] == *node) {
+        for obj in pods {
             if let Some(pod) = typed::<Pod>(obj) {
                 self.kubelet.observe_pod(&pod, now);
                 seen.insert(meta::uid(obj).to_string(), ());
@@ -149,7 +159,6 @@ impl NodeAgent {
             self.kubelet.pod_removed(uid, now);
         }
         self.told = seen;
-        Ok(())
     }
 
     /// Reads the manifest directory; whether it changed (and was handed to the kubelet).

@@ -4,6 +4,8 @@
 //! `PodScheduled=False` with the scheduler's explanation and a `FailedScheduling` event.
 //! Pending pods are tried again whenever pods or nodes change.
 
+use std::collections::HashMap;
+
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
@@ -18,7 +20,7 @@ use super::feed::RETRY_WHEN_DOWN;
 use super::informer::{Cache, Cursor};
 use super::model::Leadership;
 use crate::controllers::objects::{self, condition};
-use crate::controllers::scheduler::{self, SCHEDULER_NAME};
+use crate::controllers::scheduler::{self, FitError, SCHEDULER_NAME};
 use crate::resources::{NODES, PODS};
 use crate::store::{Subresource, meta};
 
@@ -85,19 +87,20 @@ impl Scheduler {
         if changed.is_empty() && !p.unfinished {
             return Ok(());
         }
+        if !p.pods.values().any(scheduler::wants_scheduling) {
+            p.unfinished = false;
+            return Ok(());
+        }
         p.unfinished = true;
-        let nodes = p.nodes.to_vec();
-        let mut assigned: Vec<Pod> = p
-            .pods
-            .values()
-            .filter(|pod| !scheduler::wants_scheduling(pod) && is_bound(pod))
-            .cloned()
-            .collect();
-        let mut pending: Vec<Pod> = p
+        let nodes = p.nodes.as_slice();
+        let mut assigned = Assigned::default();
+        for pod in p.pods.values().filter(|pod| is_bound(pod)) {
+            assigned.add(pod.clone());
+        }
+        let mut pending: Vec<&Pod> = p
             .pods
             .values()
             .filter(|pod| scheduler::wants_scheduling(pod))
-            .cloned()
             .collect();
         pending.sort_by(|a, b| {
             objects::created_at(&a.metadata)
@@ -105,15 +108,14 @@ impl Scheduler {
                 .then_with(|| a.metadata.name.cmp(&b.metadata.name))
         });
         for pod in pending {
-            match scheduler::schedule(&pod, &nodes, &assigned) {
+            match schedule(pod, nodes, &assigned) {
                 Ok(node) => {
-                    let node = node.metadata.name.clone().unwrap_or_default();
-                    self.bind(&pod, &node)?;
-                    let mut bound = pod;
+                    self.bind(pod, &node)?;
+                    let mut bound = pod.clone();
                     bound.spec.get_or_insert_default().node_name = Some(node);
-                    assigned.push(bound);
+                    assigned.add(bound);
                 }
-                Err(fit) => self.unschedulable(&pod, &fit)?,
+                Err(fit) => self.unschedulable(pod, &fit)?,
             }
         }
         p.unfinished = false;
@@ -134,7 +136,7 @@ impl Scheduler {
     }
 
     /// Records why nothing fits, once per distinct explanation.
-    fn unschedulable(&self, pod: &Pod, fit: &scheduler::FitError) -> Result<(), CallError> {
+    fn unschedulable(&self, pod: &Pod, fit: &FitError) -> Result<(), CallError> {
         let message = fit.to_string();
         let known = objects::pod_condition(pod, condition::POD_SCHEDULED)
             .is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(&message));
@@ -181,6 +183,51 @@ impl Scheduler {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The pods bound to nodes, by node.
+#[derive(Default)]
+struct Assigned {
+    by_node: HashMap<String, Vec<Pod>>,
+}
+
+impl Assigned {
+    fn add(&mut self, pod: Pod) {
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        self.by_node.entry(node).or_default().push(pod);
+    }
+
+    fn on(&self, nodes: &[Node]) -> Vec<Pod> {
+        nodes
+            .iter()
+            .filter_map(|n| self.by_node.get(n.metadata.name.as_deref()?))
+            .flatten()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The scheduler's decision; a pod that names its nodes (a DaemonSet pod) is decided among
+/// those nodes alone, which chooses the same node without scanning the cluster. Only a pod
+/// that fits nowhere is explained over every node, as the real scheduler counts them.
+fn schedule(pod: &Pod, nodes: &[Node], assigned: &Assigned) -> Result<String, FitError> {
+    let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+    let named = pod.spec.as_ref().and_then(scheduler::affinity_node_names);
+    if let Some(names) = named {
+        let candidates: Vec<Node> = nodes
+            .iter()
+            .filter(|n| n.metadata.name.as_ref().is_some_and(|n| names.contains(n)))
+            .cloned()
+            .collect();
+        if let Ok(node) = scheduler::schedule(pod, &candidates, &assigned.on(&candidates)) {
+            return Ok(name(node));
+        }
+    }
+    scheduler::schedule(pod, nodes, &assigned.on(nodes)).map(name)
 }
 
 fn is_bound(pod: &Pod) -> bool {

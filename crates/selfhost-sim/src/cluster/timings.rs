@@ -67,7 +67,6 @@ impl SimTimings {
                 node_status_report_interval: real.kubelet.node_status_report_interval,
                 ..Timings::instant()
             },
-            manifest_scan_interval: Self::fast().manifest_scan_interval,
             ..real
         }
     }

@@ -152,7 +152,8 @@ fn ports_conflict(wanted: &(String, String, i32), used: &(String, String, i32)) 
 
 /// The node names NodeAffinity's pre-filter restricts the pod to, when every required term
 /// names nodes with `matchFields metadata.name In` (as DaemonSet pods do); `None` = all nodes.
-fn affinity_node_names(spec: &PodSpec) -> Option<BTreeSet<String>> {
+/// A scheduler over many nodes can look at these nodes only: the choice is the same.
+pub fn affinity_node_names(spec: &PodSpec) -> Option<BTreeSet<String>> {
     let terms = &spec
         .affinity
         .as_ref()?

@@ -286,3 +286,23 @@ async fn min_ready_seconds_delays_availability() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_tiny_watch_history_makes_every_component_relist_and_still_converge() {
+    // Ten events of history: every informer, the kubelets' watch and the test's own watches
+    // fall behind again and again (410) and must start over from a list.
+    let cluster = start(workload_cluster(3).history_limit(10)).await;
+    let api = create_daemonset(&cluster, &app_daemonset("relist", APP_V1, json!({}))).await;
+    wait_for_daemonset(&api, "relist", "created", |d| rolled_out(d, 3)).await;
+    set_image(&api, "relist", "app", APP_V2).await;
+    wait_for_daemonset(&api, "relist", "updated", |d| rolled_out(d, 3)).await;
+    api.delete("relist", &DeleteParams::background())
+        .await
+        .unwrap();
+    let pod_api: Api<Pod> = Api::default_namespaced(cluster.client());
+    wait_for_pods(&pod_api, "app=relist", "the pods collected", |p| {
+        p.is_empty()
+    })
+    .await;
+    cluster.shutdown().await;
+}
