@@ -22,7 +22,7 @@ use crate::store::{
 
 /// Why an in-process call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CallError {
+pub(crate) enum CallError {
     /// The API server does not answer.
     #[error("the API server is unreachable")]
     Unreachable,
@@ -33,7 +33,7 @@ pub enum CallError {
 
 impl CallError {
     /// The HTTP status code of a refusal (`None` when unreachable).
-    pub fn code(&self) -> Option<u16> {
+    pub(crate) fn code(&self) -> Option<u16> {
         match self {
             CallError::Unreachable => None,
             CallError::Api(e) => Some(e.code),
@@ -41,12 +41,12 @@ impl CallError {
     }
 
     /// 404: the object is gone.
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         self.code() == Some(404)
     }
 
     /// 409: a conflict, a failed precondition or an existing name.
-    pub fn is_conflict(&self) -> bool {
+    pub(crate) fn is_conflict(&self) -> bool {
         self.code() == Some(409)
     }
 }

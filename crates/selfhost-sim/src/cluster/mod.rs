@@ -54,7 +54,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use api::CallError;
 pub use builder::SimClusterBuilder;
 pub use model::{
     AnyReadyApiserver, ApiBackend, ApiServing, ControlPlaneSnapshot, FirstReadyProcess,

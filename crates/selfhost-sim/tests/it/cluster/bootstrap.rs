@@ -103,3 +103,38 @@ async fn self_hosted_mode_runs_the_control_plane_as_daemonsets() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn tls_and_a_chosen_kubeconfig_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config");
+    let cluster = start(SimCluster::builder().tls(true).kubeconfig_path(&path)).await;
+    assert_eq!(cluster.kubeconfig_path(), path);
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.contains("https://127.0.0.1:"));
+    assert!(cluster.endpoint().starts_with("https://"));
+    let version = cluster.client().apiserver_version().await.unwrap();
+    assert_eq!(version.git_version, "v1.33.2");
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn contradictory_options_are_refused() {
+    let cases = [
+        (
+            SimCluster::builder().control_plane_nodes(0).workers(1),
+            "switch the self-hosting model off",
+        ),
+        (SimCluster::builder().version("1.33"), "is not of the form"),
+        (
+            SimCluster::builder()
+                .control_plane_nodes(0)
+                .self_hosting_model(false),
+            "at least one node",
+        ),
+    ];
+    for (builder, message) in cases {
+        let err = builder.start().await.unwrap_err();
+        assert!(err.to_string().contains(message), "{err}");
+    }
+}

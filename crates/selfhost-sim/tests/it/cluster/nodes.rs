@@ -117,3 +117,23 @@ async fn a_kubelet_that_is_not_ready_says_so_at_once() {
     ));
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_pods_of_a_deleted_node_are_collected() {
+    let cluster = start(workload_cluster(2)).await;
+    let ds = create_daemonset(&cluster, &app_daemonset("agent", APP_V1, json!({}))).await;
+    wait_for_daemonset(&ds, "agent", "on both workers", |d| rolled_out(d, 2)).await;
+    cluster.set_node_state("worker-2", NodeState::Down).unwrap();
+    let nodes: Api<Node> = Api::all(cluster.client());
+    nodes
+        .delete("worker-2", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(cluster.client());
+    wait_for_pods(&pods, "app=agent", "the orphaned pod deleted", |p| {
+        p.len() == 1 && node_of(&p[0]) == "worker-1"
+    })
+    .await;
+    wait_for_daemonset(&ds, "agent", "one node left", |d| rolled_out(d, 1)).await;
+    cluster.shutdown().await;
+}

@@ -155,41 +155,89 @@ async fn the_status_stays_consistent_through_a_rollout() {
     cluster.shutdown().await;
 }
 
+/// The new version of the app, broken in the way each case says.
+const BROKEN: &str = "example.com/app:broken";
+
+/// How the new image is broken, and how its pod shows it.
+#[derive(Debug, Clone, Copy)]
+enum Breakage {
+    Unpullable,
+    NeverReady,
+    CrashLoop,
+}
+
+impl Breakage {
+    fn apply(self, cluster: &SimCluster) {
+        let registry = cluster.registry();
+        match self {
+            Breakage::Unpullable => registry.make_unpullable(BROKEN),
+            Breakage::NeverReady => registry.make_never_ready(BROKEN).unwrap(),
+            // Before its readiness delay: never Ready even for a moment (one that crashes
+            // after passing readiness counts as available in between, as upstream's does).
+            Breakage::CrashLoop => registry
+                .make_crash_loop(BROKEN, std::time::Duration::from_millis(1))
+                .unwrap(),
+        }
+    }
+
+    fn shows(self, pod: &Pod) -> bool {
+        let status = pod.status.clone().unwrap_or_default();
+        let container = status.container_statuses.unwrap_or_default();
+        let Some(c) = container.first() else {
+            return false;
+        };
+        match self {
+            Breakage::Unpullable => waiting_reason(pod).as_deref() == Some("ImagePullBackOff"),
+            Breakage::NeverReady => {
+                c.state.as_ref().is_some_and(|s| s.running.is_some()) && !c.ready
+            }
+            Breakage::CrashLoop => {
+                waiting_reason(pod).as_deref() == Some("CrashLoopBackOff") && c.restart_count >= 1
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_rollout_to_a_broken_image_stops_after_max_unavailable_pods() {
-    let cluster = start(workload_cluster(4)).await;
-    let ds = app_daemonset("broken", APP_V1, json!({}));
-    let api = create_daemonset(&cluster, &ds).await;
-    wait_for_daemonset(&api, "broken", "created", |d| rolled_out(d, 4)).await;
-    set_image(&api, "broken", "app", "example.com/app:does-not-exist").await;
+    let cluster = start(workload_cluster(4).image(BROKEN, Default::default())).await;
     let pod_api: Api<Pod> = Api::default_namespaced(cluster.client());
-    let backing_off = wait_for_pods(
-        &pod_api,
-        "app=broken",
-        "a pod in ImagePullBackOff",
-        |pods| {
-            pods.iter()
-                .any(|p| waiting_reason(p).as_deref() == Some("ImagePullBackOff"))
-        },
-    )
-    .await;
-    assert_eq!(
-        backing_off.iter().filter(|p| image_of(p) != APP_V1).count(),
-        1,
-        "one pod replaced (maxUnavailable 1), the rest untouched"
-    );
-    let status = api.get("broken").await.unwrap().status.unwrap();
-    assert_eq!(
-        (status.number_unavailable, status.updated_number_scheduled),
-        (Some(1), Some(1))
-    );
+    for breakage in [
+        Breakage::Unpullable,
+        Breakage::NeverReady,
+        Breakage::CrashLoop,
+    ] {
+        breakage.apply(&cluster);
+        let name = format!("{breakage:?}").to_lowercase();
+        let api = create_daemonset(&cluster, &app_daemonset(&name, APP_V1, json!({}))).await;
+        wait_for_daemonset(&api, &name, "created", |d| rolled_out(d, 4)).await;
+        set_image(&api, &name, "app", BROKEN).await;
+        let selector = format!("app={name}");
+        wait_for_pods(
+            &pod_api,
+            &selector,
+            &format!("{breakage:?} shown"),
+            |pods| pods.iter().any(|p| breakage.shows(p)),
+        )
+        .await;
+        wait_for_daemonset(&api, &name, "one pod unavailable, one updated", |d| {
+            let s = d.status.clone().unwrap_or_default();
+            s.number_unavailable == Some(1) && s.updated_number_scheduled == Some(1)
+        })
+        .await;
+        let pods = super::pods(&pod_api, &selector).await;
+        assert_eq!(
+            pods.iter().filter(|p| image_of(p) == BROKEN).count(),
+            1,
+            "{breakage:?}: one pod replaced (maxUnavailable 1), the rest untouched"
+        );
+        if let Breakage::Unpullable = breakage {
+            // The image appears in the registry: the kubelet's next pull attempt succeeds.
+            cluster.registry().add_image(BROKEN).unwrap();
+            wait_for_daemonset(&api, &name, "rolled out after all", |d| rolled_out(d, 4)).await;
+        }
+    }
 
-    // The image appears in the registry: the kubelet's next pull attempt succeeds.
-    cluster
-        .registry()
-        .add_image("example.com/app:does-not-exist")
-        .unwrap();
-    wait_for_daemonset(&api, "broken", "rolled out after all", |d| rolled_out(d, 4)).await;
     cluster.shutdown().await;
 }
 
