@@ -4,7 +4,7 @@
 //! pods, events, the node Lease and the node's conditions. Writes that find the API down are
 //! reported again (statuses, mirror pods) or kept (final deletions) until it answers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,8 +45,8 @@ pub(crate) struct NodeAgent {
     pub recorder: AvailabilityRecorder,
     pub manifests_dir: PathBuf,
     pub scan_interval: Duration,
-    /// API pods told to the kubelet, by uid.
-    pub told: BTreeMap<String, ()>,
+    /// The uids of the API pods told to the kubelet.
+    pub told: BTreeSet<String>,
     /// Final deletions the API has not taken yet.
     pub pending_deletions: BTreeMap<String, PodRef>,
     /// Manifest files as last read.
@@ -121,7 +121,7 @@ impl NodeAgent {
             _ if down => {}
             NodeInput::Pod(obj) => {
                 if let Some(pod) = typed::<Pod>(&obj) {
-                    self.told.insert(meta::uid(&obj).to_string(), ());
+                    self.told.insert(meta::uid(&obj).to_string());
                     self.kubelet.observe_pod(&pod, now);
                 }
             }
@@ -148,14 +148,14 @@ impl NodeAgent {
 
     /// Takes `pods` as everything bound here: new ones are observed, vanished ones removed.
     fn resync(&mut self, pods: &[Arc<Value>], now: Timestamp) {
-        let mut seen = BTreeMap::new();
+        let mut seen = BTreeSet::new();
         for obj in pods {
             if let Some(pod) = typed::<Pod>(obj) {
                 self.kubelet.observe_pod(&pod, now);
-                seen.insert(meta::uid(obj).to_string(), ());
+                seen.insert(meta::uid(obj).to_string());
             }
         }
-        for uid in self.told.keys().filter(|u| !seen.contains_key(*u)) {
+        for uid in self.told.difference(&seen) {
             self.kubelet.pod_removed(uid, now);
         }
         self.told = seen;
@@ -350,7 +350,7 @@ impl NodeAgent {
         match self.api.create(&PODS, &namespace, body, KUBELET) {
             Ok(created) => {
                 if let Some(pod) = typed::<Pod>(&created) {
-                    self.told.insert(meta::uid(&created).to_string(), ());
+                    self.told.insert(meta::uid(&created).to_string());
                     self.kubelet.observe_pod(&pod, Timestamp::now());
                 }
                 Ok(())

@@ -208,7 +208,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
             recorder: recorder.clone(),
             manifests_dir: manifests[&spec.name].clone(),
             scan_interval: b.timings.manifest_scan_interval,
-            told: BTreeMap::new(),
+            told: Default::default(),
             pending_deletions: BTreeMap::new(),
             manifests: BTreeMap::new(),
             needs_relist: false,

@@ -4,6 +4,7 @@
 //! objects and an injected `now`: no I/O, no tasks, no clock. The wiring reads objects from the
 //! store, calls these functions, and writes back what they decide, so the same logic runs in
 //! table tests, in the simulated cluster at full speed, and at human pace in `selfhost sim`.
+//! That wiring is [`crate::cluster`].
 //!
 //! - [`daemonset`]: the DaemonSet controller's reconcile (pods, ControllerRevisions,
 //!   RollingUpdate with maxUnavailable/maxSurge, OnDelete, status).
