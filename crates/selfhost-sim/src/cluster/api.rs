@@ -95,6 +95,17 @@ impl ClusterApi {
         }
     }
 
+    /// Reads one object.
+    pub(crate) fn get(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<Value>, CallError> {
+        self.reachable()?;
+        Ok(self.store.get(rt, namespace, name)?)
+    }
+
     /// Lists one type, in one namespace or all.
     pub(crate) fn list(
         &self,

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::api::ClusterApi;
-use crate::controllers::kubelet::NodeState;
+use crate::controllers::kubelet::{NodeState, ProcessId};
 use crate::resources::PODS;
 use crate::store::{EventType, WatchFilter, WatchStart, meta};
 
@@ -29,6 +29,15 @@ pub(crate) enum NodeInput {
     Resync(Vec<Arc<Value>>),
     /// The machine changes state.
     SetState(NodeState),
+    /// A process ends itself (a leader that lost its Lease exits).
+    ExitProcess {
+        /// The process.
+        process: ProcessId,
+        /// Its exit code.
+        code: i32,
+        /// Its last words.
+        message: String,
+    },
 }
 
 /// How often a component checks again whether a server it found down answers (a down_for

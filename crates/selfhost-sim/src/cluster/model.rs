@@ -232,6 +232,10 @@ mod tests {
             binary: Some(binary.into()),
             image: Some(image.into()),
             process: Some(ProcessId(1)),
+            identity: Some(format!("cp-1_{uid}")),
+            started_at: None,
+            listening_since: None,
+            stopping: false,
             ready,
         }
     }

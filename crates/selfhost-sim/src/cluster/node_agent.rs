@@ -130,6 +130,11 @@ impl NodeAgent {
                 self.kubelet.pod_removed(&uid, now);
             }
             NodeInput::Resync(pods) => self.resync(&pods, now),
+            NodeInput::ExitProcess {
+                process,
+                code,
+                message,
+            } => self.kubelet.exit_process(process, code, &message, now),
         }
     }
 

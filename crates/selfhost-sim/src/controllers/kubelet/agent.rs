@@ -13,7 +13,7 @@ use super::node::{NodeHealth, node_conditions};
 use super::pod::{PodSource, PodWorker, grace_period};
 use super::ports::PortTable;
 use super::probe::{OwnProcessReadiness, ReadinessModel};
-use super::process::Process;
+use super::process::{Process, ProcessId};
 use super::report::{ContainerView, KubeletReport, PodRef, StatusUpdate};
 use super::runtime::NodeRuntime;
 use super::static_pods::{self, config_hash, mirror_hash};
@@ -125,12 +125,22 @@ impl Kubelet {
                     super::container::Stage::Running { process, .. } => Some(process),
                     _ => None,
                 };
+                let running = process.and_then(|id| self.rt.processes.get(&id));
                 views.push(ContainerView {
                     pod: worker.reference.clone(),
                     container: c.spec.name.clone(),
                     binary: super::ports::binary_name(&c.spec),
                     image: c.spec.image.clone(),
                     process,
+                    identity: running.map(|p| p.identity.clone()),
+                    started_at: running.map(|p| p.started_at),
+                    listening_since: running.and_then(|p| {
+                        p.listening_since
+                            .or_else(|| p.claim.ports.is_empty().then_some(p.started_at))
+                    }),
+                    stopping: running.is_some_and(|p| {
+                        matches!(p.state, super::process::ProcessState::Stopping { .. })
+                    }),
                     ready: c.ready && self.state != NodeState::Down,
                 });
             }
@@ -316,6 +326,24 @@ impl Kubelet {
             _ => {}
         }
         self.state = state;
+    }
+
+    /// A process ends itself at `now` with `code` and `message` (a leader that lost its Lease
+    /// exits, say); its container restarts under the crash-loop back-off as after any other
+    /// exit. A process that is gone already is left alone.
+    pub fn exit_process(&mut self, id: ProcessId, code: i32, message: &str, now: Timestamp) {
+        if self.state == NodeState::Down {
+            return;
+        }
+        if let Some(process) = self.rt.processes.get_mut(&id)
+            && process.is_alive()
+        {
+            process.plan_exit(super::process::Exit {
+                at: now,
+                code,
+                message: Some(message.to_string()),
+            });
+        }
     }
 
     /// Records that a status was written, so it is not reported again.

@@ -86,6 +86,14 @@ pub struct ContainerView {
     pub image: Option<String>,
     /// Its current process, while one runs.
     pub process: Option<super::process::ProcessId>,
+    /// That process's identity (`<hostname>_<uuid>`), as leader election names holders.
+    pub identity: Option<String>,
+    /// When that process started.
+    pub started_at: Option<Timestamp>,
+    /// When that process opened its ports (its start, for a process with none to open).
+    pub listening_since: Option<Timestamp>,
+    /// Whether that process was told to stop (SIGTERM) and is winding down.
+    pub stopping: bool,
     /// Whether its readiness probe passes.
     pub ready: bool,
 }
