@@ -3,6 +3,7 @@
 
 mod client;
 mod retry;
+mod upgrade;
 mod view;
 
 use selfhost_sim::{SimServer, SimServerOptions};
