@@ -3,6 +3,7 @@
 
 mod kubectl_apply;
 mod manifests;
+mod resume;
 mod sim_command;
 mod sim_fidelity;
 mod usage;
