@@ -30,6 +30,10 @@ pub struct Timings {
     pub lease_duration: Duration,
     /// How often the kubelet posts node status even when nothing changed.
     pub node_status_report_interval: Duration,
+    /// Durations pod specs give in seconds (grace periods, probe periods,
+    /// `--shutdown-delay-duration`) are divided by this: 1 keeps real seconds; a cluster whose
+    /// latencies are scaled can run them on its scaled clock too.
+    pub spec_seconds_divisor: u32,
 }
 
 impl Timings {
@@ -48,6 +52,7 @@ impl Timings {
             lease_renew_interval: Duration::from_secs(10),
             lease_duration: Duration::from_secs(40),
             node_status_report_interval: Duration::from_secs(300),
+            spec_seconds_divisor: 1,
         }
     }
 
@@ -57,7 +62,14 @@ impl Timings {
         Self::realistic().scaled(1_000)
     }
 
-    /// Every duration divided by `factor` (at least 1).
+    /// A duration a pod spec gives in seconds, on this kubelet's clock (see
+    /// [`Timings::spec_seconds_divisor`]).
+    pub fn spec_seconds(&self, seconds: Duration) -> Duration {
+        seconds / self.spec_seconds_divisor.max(1)
+    }
+
+    /// Every latency divided by `factor` (at least 1); durations from pod specs keep their
+    /// divisor.
     pub fn scaled(self, factor: u32) -> Self {
         let factor = factor.max(1);
         let d = |d: Duration| d / factor;
@@ -78,6 +90,7 @@ impl Timings {
             lease_renew_interval: d(self.lease_renew_interval),
             lease_duration: d(self.lease_duration),
             node_status_report_interval: d(self.node_status_report_interval),
+            spec_seconds_divisor: self.spec_seconds_divisor,
         }
     }
 

@@ -254,7 +254,9 @@ impl ContainerMachine {
                     .and_then(|p| p.planned_exit.as_ref())
                     .map(|e| e.at);
                 let listen = rt.listen_due(*process, &self.behaviour);
-                clock::earliest(clock::earliest(exit, listen), self.recheck_at)
+                let close = rt.listener_close_due(*process);
+                let sockets = clock::earliest(listen, close);
+                clock::earliest(clock::earliest(exit, sockets), self.recheck_at)
             }
             Stage::Waiting | Stage::InvalidImage(_) | Stage::NeverPull | Stage::Done => None,
         }
@@ -421,6 +423,9 @@ impl ContainerMachine {
             .is_some_and(|t| t <= at)
         {
             rt.listen(process, at);
+        }
+        if rt.listener_close_due(process).is_some_and(|t| t <= at) {
+            rt.close_listener(process, at);
         }
         let exit_due = rt
             .processes

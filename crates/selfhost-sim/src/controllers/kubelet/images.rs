@@ -139,10 +139,18 @@ pub struct ImageBehaviour {
     pub crash_exit_code: Option<i32>,
     /// The process opens its listening ports this long after start (zero: at start).
     pub listen_delay: Duration,
+    /// The process accepts the connections queued on its sockets only this long after start
+    /// (`None`: as soon as it listens). Until then a connection the kernel hands it hangs, as
+    /// with a kube-apiserver that has created its socket but not started serving.
+    pub accept_delay: Option<Duration>,
     /// After SIGTERM the process exits this long later instead of the kubelet's default.
     pub stop_delay: Option<Duration>,
     /// The process ignores SIGTERM and lingers until killed at the end of the grace period.
     pub ignores_sigterm: bool,
+    /// On SIGTERM the process closes its listening sockets (after its
+    /// `--shutdown-delay-duration`, if set) while it lingers, as kube-apiserver does; otherwise
+    /// it holds them until it exits.
+    pub closes_listener_on_sigterm: bool,
 }
 
 impl ImageBehaviour {

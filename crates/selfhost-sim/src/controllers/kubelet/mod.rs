@@ -28,7 +28,7 @@ mod status;
 
 pub use agent::{Kubelet, NodeState};
 pub use config::{KubeletConfig, Timings};
-pub use duration_text::go_duration;
+pub use duration_text::{go_duration, parse_go_duration};
 pub use images::{
     CONTROL_PLANE_COMPONENTS, DEFAULT_REPOSITORY, ImageBehaviour, ImageRef, InvalidImageName,
     Registry,
@@ -38,7 +38,7 @@ pub use ports::{
     AddressInUse, HostPort, PortClaim, PortTable, Protocol, binary_name, bool_flag,
     default_secure_port, flag_value, port_claim,
 };
-pub use probe::{OwnProcessReadiness, ProbeContext, ProbeResult, ReadinessModel};
+pub use probe::{BindContext, OwnProcessReadiness, ProbeContext, ProbeResult, ReadinessModel};
 pub use process::{Exit, Process, ProcessId, ProcessState, stable_hex, stable_uuid};
 pub use report::{ContainerView, KubeletEvent, KubeletReport, PodRef, StatusUpdate};
 pub use runtime::SIGKILL_EXIT_CODE;

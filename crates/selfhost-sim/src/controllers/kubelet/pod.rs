@@ -162,7 +162,7 @@ impl PodWorker {
 
     /// Starts (or shortens) a graceful stop at `at`.
     pub fn request_stop(&mut self, at: Timestamp, grace: Duration, rt: &mut NodeRuntime) {
-        let kill_at = clock::after(at, grace);
+        let kill_at = clock::after(at, rt.timings.spec_seconds(grace));
         let stop = match self.stop {
             Some(earlier) => Stop {
                 requested_at: earlier.requested_at,

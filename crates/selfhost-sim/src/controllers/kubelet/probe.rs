@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::config::Timings;
 use super::images::ImageBehaviour;
 use super::ports::PortTable;
-use super::process::{Process, ProcessId, ProcessState};
+use super::process::{Exit, Process, ProcessId, ProcessState};
 use crate::controllers::clock;
 
 /// What a readiness model may look at.
@@ -43,10 +43,30 @@ pub struct ProbeResult {
     pub recheck_at: Option<Timestamp>,
 }
 
-/// Decides readiness probes.
+/// What a model may look at when a process has just bound its ports.
+#[derive(Debug, Clone, Copy)]
+pub struct BindContext<'a> {
+    /// The time of the bind.
+    pub now: Timestamp,
+    /// The process that bound.
+    pub process: &'a Process,
+    /// Every process on the node.
+    pub processes: &'a BTreeMap<ProcessId, Process>,
+    /// Who holds which port on the node, the new process included.
+    pub ports: &'a PortTable,
+}
+
+/// Decides readiness probes: how the processes of a node answer on their ports.
 pub trait ReadinessModel: fmt::Debug + Send + Sync {
     /// The probe's answer at `ctx.now`.
     fn probe(&self, ctx: &ProbeContext<'_>) -> ProbeResult;
+
+    /// A process has just bound its ports; the model may plan its exit (a starting
+    /// kube-apiserver whose loopback client reached the other process on a shared port and
+    /// failed TLS verification). By default nothing happens.
+    fn after_bind(&self, _ctx: &BindContext<'_>) -> Option<Exit> {
+        None
+    }
 }
 
 /// The container is Ready once its own process has run for the ready delay and has opened its

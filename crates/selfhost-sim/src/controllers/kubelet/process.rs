@@ -68,6 +68,17 @@ pub struct Process {
     pub claim: PortClaim,
     /// When it opened its ports (`None`: not yet, or it has none).
     pub listening_since: Option<Timestamp>,
+    /// When it starts accepting the connections queued on its sockets (`None`: as soon as it
+    /// listens). Models of connections read it; the kubelet does not.
+    pub accepts_at: Option<Timestamp>,
+    /// When its own readiness check first passes (`None`: never): its image's ready delay, or
+    /// the kubelet's. What a probe answered by this process sees.
+    pub ready_at: Option<Timestamp>,
+    /// How long it keeps its sockets open after SIGTERM when it closes them on SIGTERM (its
+    /// `--shutdown-delay-duration`).
+    pub shutdown_delay: std::time::Duration,
+    /// When it closes (or closed) its listening sockets while still running, after SIGTERM.
+    pub listener_closes_at: Option<Timestamp>,
     /// When it will exit on its own, with which code and message (a crash, a failed bind,
     /// the end of a graceful stop).
     pub planned_exit: Option<Exit>,

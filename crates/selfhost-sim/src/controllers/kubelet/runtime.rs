@@ -8,9 +8,10 @@ use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::jiff::Timestamp;
 
 use super::config::Timings;
+use super::duration_text::parse_go_duration;
 use super::images::{ImageBehaviour, ImageRef};
 use super::ports::{self, PortTable};
-use super::probe::{ProbeContext, ProbeResult, ReadinessModel};
+use super::probe::{BindContext, ProbeContext, ProbeResult, ReadinessModel};
 use super::process::{Exit, Process, ProcessId, ProcessState, stable_uuid};
 use super::report::KubeletEvent;
 use crate::controllers::backoff::Backoff;
@@ -60,6 +61,11 @@ impl NodeRuntime {
         let id = ProcessId(self.next_pid);
         self.next_pid += 1;
         let claim = ports::port_claim(spec, container);
+        let ready_delay = behaviour.ready_delay.unwrap_or(self.timings.ready);
+        let shutdown_delay = ports::flag_value(container, "shutdown-delay-duration")
+            .and_then(|v| parse_go_duration(&v))
+            .map(|d| self.timings.spec_seconds(d))
+            .unwrap_or_default();
         let mut process = Process {
             id,
             pod_uid: pod_uid.to_string(),
@@ -73,6 +79,10 @@ impl NodeRuntime {
             started_at: at,
             claim,
             listening_since: None,
+            accepts_at: behaviour.accept_delay.map(|d| clock::after(at, d)),
+            ready_at: (!behaviour.never_ready).then(|| clock::after(at, ready_delay)),
+            shutdown_delay,
+            listener_closes_at: None,
             planned_exit: None,
             state: ProcessState::Running,
         };
@@ -93,8 +103,36 @@ impl NodeRuntime {
     /// When the process opens its ports, if it has not yet.
     pub fn listen_due(&self, id: ProcessId, behaviour: &ImageBehaviour) -> Option<Timestamp> {
         let process = self.processes.get(&id)?;
-        (process.listening_since.is_none() && !process.claim.ports.is_empty() && process.is_alive())
-            .then(|| clock::after(process.started_at, behaviour.listen_delay))
+        (process.listening_since.is_none()
+            && process.listener_closes_at.is_none()
+            && !process.claim.ports.is_empty()
+            && process.is_alive())
+        .then(|| clock::after(process.started_at, behaviour.listen_delay))
+    }
+
+    /// When a stopping process closes its listening sockets, while it still holds them.
+    pub fn listener_close_due(&self, id: ProcessId) -> Option<Timestamp> {
+        let process = self.processes.get(&id)?;
+        let at = process.listener_closes_at?;
+        (process.is_alive() && self.holds_ports(id)).then_some(at)
+    }
+
+    /// Whether the process holds any port now.
+    fn holds_ports(&self, id: ProcessId) -> bool {
+        self.processes.get(&id).is_some_and(|p| {
+            p.claim
+                .ports
+                .iter()
+                .any(|port| self.ports.holders(*port).contains(&id))
+        })
+    }
+
+    /// The process closes its listening sockets at `at` and goes on running.
+    pub fn close_listener(&mut self, id: ProcessId, at: Timestamp) {
+        self.ports.release(id);
+        if let Some(process) = self.processes.get_mut(&id) {
+            process.listener_closes_at = Some(at);
+        }
     }
 
     /// Opens the process's ports; a refused bind makes it exit at once with the bind error.
@@ -106,7 +144,20 @@ impl NodeRuntime {
             return;
         }
         match self.ports.bind(id, &process.claim) {
-            Ok(()) => process.listening_since = Some(at),
+            Ok(()) => {
+                process.listening_since = Some(at);
+                let verdict = self.processes.get(&id).and_then(|process| {
+                    self.readiness.after_bind(&BindContext {
+                        now: at,
+                        process,
+                        processes: &self.processes,
+                        ports: &self.ports,
+                    })
+                });
+                if let (Some(exit), Some(process)) = (verdict, self.processes.get_mut(&id)) {
+                    process.plan_exit(exit);
+                }
+            }
             Err(refused) => process.plan_exit(Exit {
                 at,
                 code: 1,
@@ -145,6 +196,10 @@ impl NodeRuntime {
             signalled_at,
             kill_at,
         };
+        if behaviour.closes_listener_on_sigterm && process.listener_closes_at.is_none() {
+            let close_at = clock::after(signalled_at, process.shutdown_delay).min(kill_at);
+            process.listener_closes_at = Some(close_at.max(at));
+        }
         let graceful = clock::after(signalled_at, stop_delay);
         let exit = if behaviour.ignores_sigterm || graceful >= kill_at {
             Exit {

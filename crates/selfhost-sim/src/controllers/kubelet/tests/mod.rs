@@ -7,6 +7,7 @@ mod images;
 mod lifecycle;
 mod nodes;
 mod restarts;
+mod sockets;
 mod static_pods;
 mod termination;
 
@@ -39,6 +40,7 @@ pub(super) fn timings() -> Timings {
         lease_renew_interval: Duration::from_secs(10),
         lease_duration: Duration::from_secs(40),
         node_status_report_interval: Duration::from_secs(300),
+        spec_seconds_divisor: 1,
     }
 }
 
