@@ -18,7 +18,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub use certs::{CertSecret, CertsError, certificate_secrets, kubeconfig_secrets};
 pub use mutators::{
-    CONTROL_PLANE_NODE_LABEL, LEGACY_MASTER_LABEL, advertise_host_ip, select_control_plane_nodes,
+    APISERVER_GRACE_SECONDS, CONTROL_PLANE_NODE_LABEL, LEGACY_MASTER_LABEL, SHUTDOWN_DELAY,
+    advertise_host_ip, select_control_plane_nodes, shut_down_gracefully,
     tolerate_control_plane_taints, use_host_network_dns,
 };
 
@@ -61,7 +62,7 @@ pub fn self_hosted_pod_spec(
     let spec = tolerate_control_plane_taints(spec);
     let spec = use_host_network_dns(spec);
     let spec = match component {
-        Component::ApiServer => advertise_host_ip(spec),
+        Component::ApiServer => shut_down_gracefully(advertise_host_ip(spec)),
         Component::ControllerManager | Component::Scheduler => spec,
     };
     if options.certs_in_secrets {

@@ -45,6 +45,33 @@ pub fn use_host_network_dns(mut spec: PodSpec) -> PodSpec {
     spec
 }
 
+/// How long a stopping kube-apiserver keeps serving after SIGTERM, with `/readyz` failing, so
+/// that a load balancer (or the kubelet's readiness probe) takes it out of rotation before it
+/// stops listening. Five seconds covers the usual health-check interval of a load balancer in
+/// front of several control-plane nodes (kubeadm's HA guide checks every 2–3 s).
+pub const SHUTDOWN_DELAY: &str = "5s";
+/// Grace period of kube-apiserver pods: the shutdown delay, then time for in-flight requests
+/// to finish (kube-apiserver's own default request timeout is 60 s, but watches are cut at
+/// shutdown and unary requests finish in well under a second), with room to spare.
+pub const APISERVER_GRACE_SECONDS: i64 = 30;
+
+/// Lets a stopping kube-apiserver leave gracefully: it keeps serving for [`SHUTDOWN_DELAY`]
+/// while reporting not ready, and answers requests that arrive during its shutdown with 429
+/// and `Retry-After` so clients retry (on another apiserver) instead of failing.
+pub fn shut_down_gracefully(mut spec: PodSpec) -> PodSpec {
+    if let Some(container) = spec.containers.first_mut() {
+        let command = container.command.take().unwrap_or_default();
+        let command = command_line::set_flag(&command, "shutdown-delay-duration", SHUTDOWN_DELAY);
+        container.command = Some(command_line::set_flag(
+            &command,
+            "shutdown-send-retry-after",
+            "true",
+        ));
+    }
+    spec.termination_grace_period_seconds = Some(APISERVER_GRACE_SECONDS);
+    spec
+}
+
 /// Makes each apiserver advertise its own node's IP (from the downward API) instead of the
 /// address of the node the manifest was rendered for — kubeadm v1.9's multi-master bug.
 /// Probes that targeted that fixed address target the loopback address instead, as the probes

@@ -139,6 +139,26 @@ fn apiserver_advertises_its_own_node_ip_and_probes_itself() {
 }
 
 #[test]
+fn apiserver_shuts_down_gracefully() {
+    let ds = build(Component::ApiServer, false);
+    assert_eq!(
+        flag_value(command(&ds), "shutdown-delay-duration"),
+        Some("5s")
+    );
+    assert_eq!(
+        flag_value(command(&ds), "shutdown-send-retry-after"),
+        Some("true")
+    );
+    assert_eq!(pod_spec(&ds).termination_grace_period_seconds, Some(30));
+    for component in [Component::ControllerManager, Component::Scheduler] {
+        assert_eq!(
+            flag_value(command(&build(component, false)), "shutdown-delay-duration"),
+            None
+        );
+    }
+}
+
+#[test]
 fn controller_manager_and_scheduler_keep_their_loopback_probes() {
     for component in [Component::ControllerManager, Component::Scheduler] {
         let ds = build(component, false);

@@ -246,6 +246,16 @@ pub fn daemonset(component: &str, version: &str, port_sharing: bool) -> Value {
         port_sharing,
     );
     if component == "kube-apiserver" {
+        // selfhost's apiservers leave gracefully: serving for 5 s with /readyz failing, then
+        // answering 429 with Retry-After while they drain (see selfhost's daemonset mutators).
+        if let Some(command) = spec["containers"][0]["command"].as_array_mut() {
+            command.push(json!("--shutdown-delay-duration=5s"));
+            command.push(json!("--shutdown-send-retry-after=true"));
+            let binary = command.remove(0);
+            command.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            command.insert(0, binary);
+        }
+        spec["terminationGracePeriodSeconds"] = json!(30);
         spec["containers"][0]["env"] = json!([{
             "name": "HOST_IP",
             "valueFrom": { "fieldRef": { "apiVersion": "v1", "fieldPath": "status.hostIP" } },
