@@ -14,3 +14,11 @@ pub async fn sim() -> SimServer {
         .await
         .expect("simulator starts")
 }
+
+/// The engine's clients for a simulator, from the kubeconfig it wrote.
+pub async fn clients(kubeconfig: &std::path::Path) -> selfhost::Clients {
+    let source = selfhost::client::KubeconfigSource::Flag(kubeconfig.into());
+    selfhost::client::connect_with(&source, None)
+        .await
+        .expect("connects")
+}

@@ -5,7 +5,6 @@ use std::time::Duration;
 use http::Method;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use selfhost::client::{KubeconfigSource, connect_with};
 use selfhost::{FailureKind, RetryPolicy, with_retries};
 use selfhost_sim::{FaultAction, RequestMatcher};
 
@@ -24,9 +23,7 @@ fn quick() -> RetryPolicy {
 #[tokio::test]
 async fn transient_failures_are_retried_until_the_call_succeeds() {
     let sim = sim().await;
-    let clients = connect_with(&KubeconfigSource::Flag(sim.kubeconfig_path().into()), None)
-        .await
-        .unwrap();
+    let clients = crate::clients(sim.kubeconfig_path()).await;
     let api: Api<ConfigMap> = Api::namespaced(clients.api.clone(), "kube-system");
     let path = "/api/v1/namespaces/kube-system/configmaps/missing";
     sim.faults().inject(
@@ -49,9 +46,7 @@ async fn transient_failures_are_retried_until_the_call_succeeds() {
 #[tokio::test]
 async fn a_failure_retrying_cannot_fix_is_reported_at_once_in_the_servers_words() {
     let sim = sim().await;
-    let clients = connect_with(&KubeconfigSource::Flag(sim.kubeconfig_path().into()), None)
-        .await
-        .unwrap();
+    let clients = crate::clients(sim.kubeconfig_path()).await;
     let api: Api<ConfigMap> = Api::namespaced(clients.api.clone(), "kube-system");
     let err = with_retries("get ConfigMap missing", &quick(), || api.get("missing"))
         .await
@@ -67,9 +62,7 @@ async fn a_failure_retrying_cannot_fix_is_reported_at_once_in_the_servers_words(
 #[tokio::test]
 async fn a_persistent_failure_gives_up_with_the_last_real_error() {
     let sim = sim().await;
-    let clients = connect_with(&KubeconfigSource::Flag(sim.kubeconfig_path().into()), None)
-        .await
-        .unwrap();
+    let clients = crate::clients(sim.kubeconfig_path()).await;
     let api: Api<ConfigMap> = Api::namespaced(clients.api.clone(), "kube-system");
     sim.faults().inject(
         RequestMatcher::resource("configmaps"),

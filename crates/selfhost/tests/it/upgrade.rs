@@ -7,7 +7,6 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
 use selfhost::apply::{ApplyOptions, RunOutcome, RunReport, apply};
-use selfhost::client::{KubeconfigSource, connect_with};
 use selfhost::events::{Events, Stamped};
 use selfhost::observe::Observer;
 use selfhost::plan::{PlanRequest, make_plan};
@@ -43,9 +42,7 @@ pub async fn upgrade(
     to: &str,
     options: ApplyOptions,
 ) -> (RunReport, Vec<Stamped>) {
-    let clients = connect_with(&KubeconfigSource::Flag(sim.kubeconfig_path().into()), None)
-        .await
-        .expect("connects");
+    let clients = crate::clients(sim.kubeconfig_path()).await;
     let mut observer = Observer::start(&clients);
     observer
         .ready(Duration::from_secs(20))

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use selfhost::client::{KubeconfigSource, connect_with};
 use selfhost::view::ClusterView;
 use selfhost_sim::resources::DAEMONSETS;
 use selfhost_sim::store::WriteOptions;
@@ -31,16 +30,20 @@ fn has(view: &ClusterView, name: &str) -> bool {
         .any(|d: &std::sync::Arc<DaemonSet>| d.metadata.name.as_deref() == Some(name))
 }
 
-#[tokio::test]
-async fn the_view_sees_changes_and_outlives_an_apiserver_crash() {
-    let sim = sim().await;
-    let clients = connect_with(&KubeconfigSource::Flag(sim.kubeconfig_path().into()), None)
-        .await
-        .unwrap();
-    let mut view = ClusterView::start(&clients.api);
+/// A view of the simulator, listed once.
+async fn view_of(sim: &selfhost_sim::SimServer) -> ClusterView {
+    let clients = crate::clients(sim.kubeconfig_path()).await;
+    let view = ClusterView::start(&clients.api);
     view.ready(Duration::from_secs(10))
         .await
         .expect("initial list");
+    view
+}
+
+#[tokio::test]
+async fn the_view_sees_changes_and_outlives_an_apiserver_crash() {
+    let sim = sim().await;
+    let mut view = view_of(&sim).await;
 
     sim.store()
         .create(
@@ -79,13 +82,7 @@ async fn the_view_sees_changes_and_outlives_an_apiserver_crash() {
 #[tokio::test]
 async fn a_wait_that_runs_out_names_what_it_waited_for() {
     let sim = sim().await;
-    let clients = connect_with(&KubeconfigSource::Flag(sim.kubeconfig_path().into()), None)
-        .await
-        .unwrap();
-    let mut view = ClusterView::start(&clients.api);
-    view.ready(Duration::from_secs(10))
-        .await
-        .expect("initial list");
+    let mut view = view_of(&sim).await;
     let deadline = Instant::now() + Duration::from_millis(200);
     let err = view
         .wait_until("DaemonSet never to appear", deadline, |v| has(v, "never"))
