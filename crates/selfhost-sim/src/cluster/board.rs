@@ -123,6 +123,13 @@ impl Board {
         self.decide(&state);
     }
 
+    /// Decides again with what the board holds (a policy's inputs changed with time: a
+    /// Lease was acquired or expired without any kubelet publishing).
+    pub(crate) fn redecide(&self) {
+        let state = self.lock();
+        self.decide(&state);
+    }
+
     /// Whether the model lets the API answer now.
     pub(crate) fn api_allowed(&self) -> bool {
         self.api_allowed.load(Ordering::SeqCst)
@@ -168,6 +175,8 @@ impl Board {
         };
         let cm = leader(Role::ControllerManager, &self.controller_manager);
         let scheduler = leader(Role::Scheduler, &self.scheduler);
+        self.recorder.record_leader(Role::ControllerManager, &cm);
+        self.recorder.record_leader(Role::Scheduler, &scheduler);
         replace(&self.api_up, up);
         replace(&self.api, decision);
         replace(&self.controller_manager, cm);

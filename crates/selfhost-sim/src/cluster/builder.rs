@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::identity::ApiserverIdentity;
+use super::leader_election::LeaseRelease;
 use super::model::{AnyReadyApiserver, FirstReadyProcess, LeaderPolicy, ServingPolicy};
 use super::timings::SimTimings;
 use super::{ClusterError, SimCluster};
@@ -16,7 +18,8 @@ use crate::controllers::kubelet::ImageBehaviour;
 /// Defaults: one control-plane node, no worker, `v1.33.2`, kubeadm's static pods, no port
 /// sharing, [`SimTimings::fast`], the self-hosting model on, plain HTTP on a free port, a
 /// kubeconfig in a temporary directory, control-plane images v1.29.0–v1.37.9, the garbage
-/// collector on.
+/// collector on, Lease-based leader election with no Lease released on stop (as v1.20 did),
+/// identity Leases from apiservers of v1.26 and later.
 #[derive(Debug, Clone)]
 pub struct SimClusterBuilder {
     pub(crate) control_plane_nodes: usize,
@@ -37,6 +40,9 @@ pub struct SimClusterBuilder {
     pub(crate) bootstrap_timeout: Duration,
     pub(crate) serving_policy: Arc<dyn ServingPolicy>,
     pub(crate) leader_policy: Arc<dyn LeaderPolicy>,
+    pub(crate) leader_election: bool,
+    pub(crate) lease_release: LeaseRelease,
+    pub(crate) apiserver_identity: ApiserverIdentity,
 }
 
 impl Default for SimClusterBuilder {
@@ -60,6 +66,9 @@ impl Default for SimClusterBuilder {
             bootstrap_timeout: Duration::from_secs(60),
             serving_policy: Arc::new(AnyReadyApiserver),
             leader_policy: Arc::new(FirstReadyProcess),
+            leader_election: true,
+            lease_release: LeaseRelease::Never,
+            apiserver_identity: ApiserverIdentity::ByVersion,
         }
     }
 }
@@ -164,9 +173,34 @@ impl SimClusterBuilder {
         self
     }
 
-    /// Replaces the rule deciding which controller-manager and scheduler process acts.
+    /// Replaces the rule deciding which controller-manager and scheduler process acts, and
+    /// switches Lease-based leader election off.
     pub fn leader_policy(mut self, policy: Arc<dyn LeaderPolicy>) -> Self {
         self.leader_policy = policy;
+        self.leader_election = false;
+        self
+    }
+
+    /// Whether every controller-manager and scheduler process elects its leader through the
+    /// Leases `kube-system/kube-controller-manager` and `kube-system/kube-scheduler` (on by
+    /// default; off, the first Ready process acts at once, or the [`leader_policy`]'s choice).
+    ///
+    /// [`leader_policy`]: SimClusterBuilder::leader_policy
+    pub fn leader_election(mut self, on: bool) -> Self {
+        self.leader_election = on;
+        self
+    }
+
+    /// Whether a stopping leader releases its Lease (default [`LeaseRelease::Never`], as the
+    /// measured v1.20 control plane did).
+    pub fn lease_release(mut self, release: LeaseRelease) -> Self {
+        self.lease_release = release;
+        self
+    }
+
+    /// Which kube-apiserver processes publish identity Leases (default: v1.26 and later).
+    pub fn apiserver_identity(mut self, identity: ApiserverIdentity) -> Self {
+        self.apiserver_identity = identity;
         self
     }
 

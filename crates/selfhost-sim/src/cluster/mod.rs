@@ -23,9 +23,12 @@
 //! The model (on by default): the API answers only while some kube-apiserver container is
 //! Ready on some node (otherwise the server stops listening: connections are refused, the
 //! store survives like etcd); the DaemonSet controller, garbage collector, node lifecycle and
-//! pod garbage collector act only while a kube-controller-manager container is Ready; binding
-//! happens only while a kube-scheduler container is Ready; kubelets keep running what they
-//! run, and learn about new pods only through the API. See [`model`] for the seams.
+//! pod garbage collector act only while a kube-controller-manager process holds the leader
+//! Lease `kube-system/kube-controller-manager`; binding happens only while a kube-scheduler
+//! process holds `kube-system/kube-scheduler` (leader election as client-go performs it: a
+//! stopped leader's Lease must expire, a leader that cannot renew exits); every kube-apiserver
+//! of v1.26 or later publishes its identity Lease once it serves; kubelets keep running what
+//! they run, and learn about new pods only through the API. See [`model`] for the seams.
 
 mod api;
 mod board;
@@ -35,7 +38,11 @@ mod coupling;
 mod daemonset_sync;
 mod events;
 mod feed;
+mod identity;
 mod informer;
+mod leader_election;
+mod leader_task;
+mod leader_timeline;
 pub mod model;
 mod node_agent;
 mod prober;
@@ -55,6 +62,14 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::SimClusterBuilder;
+pub use identity::{
+    ApiserverIdentity, HOSTNAME_LABEL, IDENTITY_LABEL, IDENTITY_LABEL_VALUE,
+    IDENTITY_LEASE_NAMESPACE, IdentityLeaseTimings, identity_lease_name,
+};
+pub use leader_election::{
+    LEADER_LEASE_NAMESPACE, LeaderElectionTimings, LeaseRelease, leader_lease_name,
+};
+pub use leader_timeline::LeaderSample;
 pub use model::{
     AnyReadyApiserver, ApiBackend, ApiServing, ControlPlaneSnapshot, FirstReadyProcess,
     LeaderPolicy, Leadership, NodeContainers, ProcessRef, Role, ServingPolicy,
@@ -234,7 +249,8 @@ impl SimCluster {
         self.board.snapshot()
     }
 
-    /// Who acts for a role now.
+    /// Who acts for a role now: with leader election, the process holding the role's Lease
+    /// (while it runs and is not stopping).
     pub fn leader(&self, role: Role) -> Leadership {
         match role {
             Role::ControllerManager => self.signals.controller_manager.borrow().clone(),

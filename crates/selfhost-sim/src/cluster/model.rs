@@ -154,6 +154,8 @@ pub struct ProcessRef {
     pub container: String,
     /// Its process id on the node.
     pub process: Option<ProcessId>,
+    /// Its identity (`<hostname>_<uuid>`): what it writes as a Lease holder.
+    pub identity: Option<String>,
 }
 
 /// Who acts for a role.
@@ -205,6 +207,7 @@ impl LeaderPolicy for FirstReadyProcess {
             pod: c.pod.clone(),
             container: c.container.clone(),
             process: c.process,
+            identity: c.identity.clone(),
         };
         if let Leadership::Held(held) = current
             && ready.iter().map(as_ref).any(|p| p == *held)

@@ -1,7 +1,8 @@
 //! The availability recorder: a timeline, kept in memory, of the API going up and down as the
 //! self-hosting model decides it, and of every pod's phase and readiness on every node as its
 //! kubelet sees it (which goes on while the API is down). Tests ask it questions over time
-//! windows: was the API ever down, for how long at most, in total, and did it come back?
+//! windows: was the API ever down, for how long at most, in total, and did it come back? Who
+//! led the controller-manager and the scheduler is kept alongside (see `leader_timeline`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -62,6 +63,8 @@ struct Timeline {
 pub struct AvailabilityRecorder {
     timeline: Arc<Mutex<Timeline>>,
     api_up: Arc<watch::Sender<bool>>,
+    /// Who acted for the controller-manager and the scheduler (see `leader_timeline`).
+    pub(super) leaders: super::leader_timeline::LeaderTimeline,
 }
 
 impl Default for AvailabilityRecorder {
@@ -69,6 +72,7 @@ impl Default for AvailabilityRecorder {
         AvailabilityRecorder {
             timeline: Arc::default(),
             api_up: Arc::new(watch::channel(false).0),
+            leaders: Default::default(),
         }
     }
 }

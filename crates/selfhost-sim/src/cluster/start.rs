@@ -25,7 +25,9 @@ use super::builder::SimClusterBuilder;
 use super::controller_manager::ControllerManager;
 use super::coupling::Coupling;
 use super::feed;
-use super::model::Leadership;
+use super::identity::IdentityLeases;
+use super::leader_task::{Holders, LeaderElection, LeaseHolder};
+use super::model::{LeaderPolicy, Leadership};
 use super::node_agent::NodeAgent;
 use super::recorder::AvailabilityRecorder;
 use super::registry::RegistryHandle;
@@ -174,9 +176,15 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     let registry = RegistryHandle::new(registry);
 
     let recorder = AvailabilityRecorder::default();
+    let holders = Arc::new(Holders::default());
+    let leader_policy: Arc<dyn LeaderPolicy> = if b.leader_election {
+        Arc::new(LeaseHolder::new(holders.clone()))
+    } else {
+        b.leader_policy.clone()
+    };
     let (board, signals) = Board::new(
         b.serving_policy.clone(),
-        b.leader_policy.clone(),
+        leader_policy,
         recorder.clone(),
         &b.version,
     );
@@ -236,10 +244,29 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     };
     tasks.spawn(cm.run(shutdown.clone()));
     let scheduler = Scheduler {
-        api,
+        api: api.clone(),
         signals: signals.clone(),
     };
     tasks.spawn(scheduler.run(shutdown.clone()));
+    if b.leader_election {
+        let election = LeaderElection {
+            api: api.clone(),
+            board: board.clone(),
+            holders,
+            inputs: inputs.clone(),
+            timings: b.timings.leader_election,
+            release: b.lease_release,
+        };
+        tasks.spawn(election.run(shutdown.clone()));
+    }
+    let identity = IdentityLeases {
+        api,
+        board: board.clone(),
+        signals: signals.clone(),
+        timings: b.timings.apiserver_identity,
+        policy: b.apiserver_identity,
+    };
+    tasks.spawn(identity.run(shutdown.clone()));
 
     let cluster = SimCluster {
         server,

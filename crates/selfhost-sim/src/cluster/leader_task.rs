@@ -1,0 +1,384 @@
+//! Leader election for the whole cluster, as a task: every kube-controller-manager and
+//! kube-scheduler process the kubelets run (static pods, DaemonSet pods, backups alike) runs a
+//! [`Candidate`] against the real Leases `kube-system/kube-controller-manager` and
+//! `kube-system/kube-scheduler`, read and written through the API like any other client's —
+//! so nothing happens while the API is down, and a test or the engine can read, clear or
+//! delete the Leases over HTTP.
+//!
+//! A process takes part from the moment it has opened its ports (kube-controller-manager and
+//! kube-scheduler serve their health port before they elect) until it is told to stop
+//! (SIGTERM: a stopping process leads no more, and releases its Lease only if the
+//! [`LeaseRelease`] policy says its version does) or is gone (crashed, killed, its machine
+//! off: the Lease stays with it until it expires). A holder that cannot renew within the
+//! renew deadline exits with `leaderelection lost`, and its kubelet restarts it under the
+//! crash-loop back-off.
+//!
+//! The candidates' moments are processed in time order, each at the instant it was due, so a
+//! busy machine delays the whole election rather than reordering it: a late task never makes
+//! a healthy leader miss its deadline or a standby see a renewed Lease as expired.
+//!
+//! The acting process of each role is published through [`LeaseHolder`], the self-hosting
+//! model's leader policy: it is whichever process believes it leads (the one the Lease names,
+//! if two do), as long as that process still runs and is not stopping.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::api::{CallError, ClusterApi, typed};
+use super::board::Board;
+use super::controller_manager::sleep_until;
+use super::feed::NodeInput;
+use super::leader_election::{
+    Candidate, Due, LEADER_LEASE_NAMESPACE, LeaderElectionTimings, LeaderRecord, LeaseRelease,
+    leader_lease_name,
+};
+use super::model::{ControlPlaneSnapshot, LeaderPolicy, Leadership, ProcessRef, Role};
+use crate::error::ApiError;
+use crate::resources::LEASES;
+use crate::store::{Subresource, meta};
+
+/// The exit code of `klog.Fatalf`, which both components call when they lose their Lease.
+const LOST_EXIT_CODE: i32 = 255;
+
+/// The roles, in a fixed order.
+const ROLES: [Role; 2] = [Role::ControllerManager, Role::Scheduler];
+
+/// The acting process of each role, as leader election last decided (shared by the task and
+/// the policy).
+#[derive(Debug, Default)]
+pub(crate) struct Holders {
+    by_role: Mutex<BTreeMap<Role, ProcessRef>>,
+}
+
+impl Holders {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<Role, ProcessRef>> {
+        self.by_role.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The leader policy of Lease-based election: the process leader election named acts, while
+/// its kubelet still shows it running and not stopping (decided the moment the kubelet
+/// publishes, so a leader that just exited never acts again).
+#[derive(Debug, Clone)]
+pub(crate) struct LeaseHolder {
+    holders: Arc<Holders>,
+}
+
+impl LeaseHolder {
+    pub(crate) fn new(holders: Arc<Holders>) -> Self {
+        LeaseHolder { holders }
+    }
+}
+
+impl LeaderPolicy for LeaseHolder {
+    fn leader(
+        &self,
+        role: Role,
+        snapshot: &ControlPlaneSnapshot,
+        _current: &Leadership,
+    ) -> Leadership {
+        let Some(holder) = self.holders.lock().get(&role).cloned() else {
+            return Leadership::Vacant;
+        };
+        let runs = snapshot.nodes.get(&holder.node).is_some_and(|n| {
+            n.containers.iter().any(|c| {
+                c.process.is_some()
+                    && c.process == holder.process
+                    && c.identity == holder.identity
+                    && !c.stopping
+            })
+        });
+        if runs {
+            Leadership::Held(holder)
+        } else {
+            Leadership::Vacant
+        }
+    }
+}
+
+/// One electing process.
+struct Member {
+    role: Role,
+    process: ProcessRef,
+    image: Option<String>,
+    client: Candidate,
+}
+
+/// The election task.
+pub(crate) struct LeaderElection {
+    pub api: ClusterApi,
+    pub board: Arc<Board>,
+    pub holders: Arc<Holders>,
+    /// Each node's kubelet, to make a process that lost its Lease exit.
+    pub inputs: HashMap<String, mpsc::UnboundedSender<NodeInput>>,
+    pub timings: LeaderElectionTimings,
+    pub release: LeaseRelease,
+}
+
+/// The task's memory.
+#[derive(Default)]
+struct Electorate {
+    /// By holder identity (unique per process).
+    members: BTreeMap<String, Member>,
+    /// The holder each Lease named when last read or written.
+    lease_holders: BTreeMap<Role, String>,
+    /// Processes that lost their Lease and are exiting: they elect no more.
+    lost: BTreeSet<String>,
+}
+
+impl LeaderElection {
+    /// Runs until shutdown.
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
+        let mut changes = self.board.subscribe();
+        let mut electorate = Electorate::default();
+        loop {
+            changes.borrow_and_update();
+            let snapshot = self.board.snapshot();
+            self.sync(&mut electorate, &snapshot, Instant::now());
+            self.run_due(&mut electorate, Instant::now());
+            self.publish(&electorate);
+            let wake_at = electorate.members.values().map(|m| m.client.next_at).min();
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = changes.changed() => if r.is_err() { return },
+                _ = sleep_until(wake_at) => {}
+            }
+        }
+    }
+
+    /// Takes in the processes that started electing and lets go of those that stopped or are
+    /// gone.
+    fn sync(&self, e: &mut Electorate, snapshot: &ControlPlaneSnapshot, now: Instant) {
+        let mut running = BTreeMap::new();
+        let mut stopping = Vec::new();
+        for (node, containers) in &snapshot.nodes {
+            for c in &containers.containers {
+                let role = ROLES
+                    .into_iter()
+                    .find(|r| c.binary.as_deref() == Some(r.binary()));
+                let (Some(role), Some(identity), Some(process)) = (role, &c.identity, c.process)
+                else {
+                    continue;
+                };
+                if c.stopping {
+                    stopping.push(identity.clone());
+                    continue;
+                }
+                if c.listening_since.is_none() {
+                    continue;
+                }
+                let member = Member {
+                    role,
+                    process: ProcessRef {
+                        node: node.clone(),
+                        pod: c.pod.clone(),
+                        container: c.container.clone(),
+                        process: Some(process),
+                        identity: Some(identity.clone()),
+                    },
+                    image: c.image.clone(),
+                    client: Candidate::new(identity, now),
+                };
+                running.insert(identity.clone(), member);
+            }
+        }
+        for identity in stopping {
+            if let Some(member) = e.members.remove(&identity) {
+                self.release(e, &member);
+            }
+        }
+        e.members
+            .retain(|identity, _| running.contains_key(identity));
+        e.lost.retain(|identity| running.contains_key(identity));
+        for (identity, member) in running {
+            if !e.lost.contains(&identity) {
+                e.members.entry(identity).or_insert(member);
+            }
+        }
+    }
+
+    /// A stopping process releases its Lease if its version does and it leads.
+    fn release(&self, e: &mut Electorate, member: &Member) {
+        if !self.release.releases(member.role, member.image.as_deref()) {
+            return;
+        }
+        let Some(record) = member.client.release(Timestamp::now()) else {
+            return;
+        };
+        let name = leader_lease_name(member.role);
+        let Ok(current) = self.api.get(&LEASES, LEADER_LEASE_NAMESPACE, name) else {
+            return;
+        };
+        let still_mine = typed::<Lease>(&current)
+            .is_some_and(|l| LeaderRecord::of(&l).holder == member.client.identity());
+        if still_mine && self.update(member.role, &current, &record).is_ok() {
+            e.lease_holders.insert(member.role, String::new());
+        }
+    }
+
+    /// Processes every moment due by `now`, earliest first, each at the instant it was due.
+    fn run_due(&self, e: &mut Electorate, now: Instant) {
+        loop {
+            let due = e
+                .members
+                .iter()
+                .filter(|(_, m)| m.client.next_at <= now)
+                .min_by_key(|(identity, m)| (m.client.next_at, identity.as_str()))
+                .map(|(identity, _)| identity.clone());
+            let Some(identity) = due else { return };
+            let Some(mut member) = e.members.remove(&identity) else {
+                return;
+            };
+            let at = member.client.next_at;
+            match member.client.due() {
+                Due::Lost => {
+                    self.lose(&member);
+                    e.lost.insert(identity);
+                }
+                Due::Try => {
+                    self.try_acquire_or_renew(e, &mut member, at);
+                    e.members.insert(identity, member);
+                }
+            }
+        }
+    }
+
+    /// client-go's `tryAcquireOrRenew`, at `at`.
+    fn try_acquire_or_renew(&self, e: &mut Electorate, member: &mut Member, at: Instant) {
+        let t = &self.timings;
+        let name = leader_lease_name(member.role);
+        let current = match self.api.get(&LEASES, LEADER_LEASE_NAMESPACE, name) {
+            Ok(obj) => Some(obj),
+            Err(err) if err.is_not_found() => None,
+            Err(_) => {
+                member.client.failed(at, t);
+                return;
+            }
+        };
+        let record = current
+            .as_deref()
+            .and_then(typed::<Lease>)
+            .map(|l| LeaderRecord::of(&l));
+        if let Some(r) = &record {
+            e.lease_holders.insert(member.role, r.holder.clone());
+        }
+        let Some(wanted) = member
+            .client
+            .desired(record.as_ref(), at, Timestamp::now(), t)
+        else {
+            member.client.failed(at, t);
+            return;
+        };
+        let written = match &current {
+            None => self.create(member.role, &wanted),
+            Some(obj) => self.update(member.role, obj, &wanted),
+        };
+        match written {
+            Ok(()) => {
+                e.lease_holders.insert(member.role, wanted.holder.clone());
+                member.client.succeeded(wanted, at, t);
+            }
+            Err(_) => member.client.failed(at, t),
+        }
+    }
+
+    fn create(&self, role: Role, record: &LeaderRecord) -> Result<(), CallError> {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(leader_lease_name(role).to_string()),
+                namespace: Some(LEADER_LEASE_NAMESPACE.to_string()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(record.spec()),
+        };
+        let body = serde_json::to_value(&lease).unwrap_or(Value::Null);
+        self.api
+            .create(&LEASES, LEADER_LEASE_NAMESPACE, body, role.binary())
+            .map(|_| ())
+    }
+
+    /// Replaces the record, provided the Lease is still the version that was read.
+    fn update(&self, role: Role, read: &Value, record: &LeaderRecord) -> Result<(), CallError> {
+        let version = meta::resource_version(read).map(str::to_string);
+        let spec = serde_json::to_value(record.spec()).unwrap_or(Value::Null);
+        let name = leader_lease_name(role);
+        self.api
+            .modify(
+                &LEASES,
+                LEADER_LEASE_NAMESPACE,
+                name,
+                Subresource::Main,
+                role.binary(),
+                |cur| {
+                    if meta::resource_version(cur).map(str::to_string) != version {
+                        return Err(ApiError::conflict(
+                            &LEASES,
+                            name,
+                            "the object has been modified; please apply your changes to the latest version and try again",
+                        ));
+                    }
+                    let mut new = cur.clone();
+                    new["spec"] = spec;
+                    Ok(new)
+                },
+            )
+            .map(|_| ())
+    }
+
+    /// The holder missed its renew deadline: the process exits (`leaderelection lost`).
+    fn lose(&self, member: &Member) {
+        let Some(process) = member.process.process else {
+            return;
+        };
+        tracing::info!(
+            identity = member.client.identity(),
+            role = member.role.binary(),
+            "leaderelection lost"
+        );
+        if let Some(tx) = self.inputs.get(&member.process.node) {
+            // The kubelet task only stops at shutdown, and then nobody needs the exit.
+            let _ = tx.send(NodeInput::ExitProcess {
+                process,
+                code: LOST_EXIT_CODE,
+                message: "leaderelection lost".to_string(),
+            });
+        }
+    }
+
+    /// Hands the acting process of each role to the model, if it changed.
+    fn publish(&self, e: &Electorate) {
+        let mut acting = BTreeMap::new();
+        for role in ROLES {
+            let leaders: Vec<&Member> = e
+                .members
+                .values()
+                .filter(|m| m.role == role && m.client.leading_since().is_some())
+                .collect();
+            let named = e.lease_holders.get(&role);
+            let chosen = leaders
+                .iter()
+                .find(|m| Some(&m.client.identity().to_string()) == named)
+                .or_else(|| leaders.iter().max_by_key(|m| m.client.leading_since()));
+            if let Some(m) = chosen {
+                acting.insert(role, m.process.clone());
+            }
+        }
+        let changed = {
+            let mut holders = self.holders.lock();
+            let changed = *holders != acting;
+            *holders = acting;
+            changed
+        };
+        if changed {
+            self.board.redecide();
+        }
+    }
+}
