@@ -42,6 +42,7 @@ pub struct SimClusterBuilder {
     pub(crate) leader_policy: Arc<dyn LeaderPolicy>,
     pub(crate) leader_election: bool,
     pub(crate) lease_release: LeaseRelease,
+    pub(crate) start_needs_api: bool,
     pub(crate) apiserver_identity: ApiserverIdentity,
 }
 
@@ -68,6 +69,7 @@ impl Default for SimClusterBuilder {
             leader_policy: Arc::new(FirstReadyProcess),
             leader_election: true,
             lease_release: LeaseRelease::Never,
+            start_needs_api: true,
             apiserver_identity: ApiserverIdentity::ByVersion,
         }
     }
@@ -195,6 +197,14 @@ impl SimClusterBuilder {
     /// measured v1.20 control plane did).
     pub fn lease_release(mut self, release: LeaseRelease) -> Self {
         self.lease_release = release;
+        self
+    }
+
+    /// Whether a kube-controller-manager or kube-scheduler that starts while the API is
+    /// unreachable exits at once, as the real ones do when their delegated authentication
+    /// cannot read its ConfigMap (on by default; part of leader election).
+    pub fn start_needs_api(mut self, on: bool) -> Self {
+        self.start_needs_api = on;
         self
     }
 

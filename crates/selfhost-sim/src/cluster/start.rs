@@ -256,6 +256,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
             inputs: inputs.clone(),
             timings: b.timings.leader_election,
             release: b.lease_release,
+            start_needs_api: b.start_needs_api,
         };
         tasks.spawn(election.run(shutdown.clone()));
     }

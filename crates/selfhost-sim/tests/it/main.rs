@@ -14,3 +14,4 @@ mod conformance_validation;
 mod conformance_watch;
 mod kubectl;
 mod cluster;
+mod leases;
