@@ -139,7 +139,6 @@ async fn upgrade_with_prober(nodes: usize) -> (RunReport, ProbeReport, SimCluste
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs leader-election Leases in the simulator (issue 5, in progress)"]
 async fn one_node_is_upgraded_and_always_has_a_serving_apiserver() {
     let (report, probes, sim, started) = upgrade_with_prober(1).await;
     assert_eq!(report.outcome, RunOutcome::Done);
@@ -152,7 +151,6 @@ async fn one_node_is_upgraded_and_always_has_a_serving_apiserver() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs leader-election Leases in the simulator (issue 5, in progress)"]
 async fn three_nodes_are_upgraded_with_zero_failed_probes() {
     let (report, probes, sim, _) = upgrade_with_prober(3).await;
     assert_eq!(report.outcome, RunOutcome::Done);
@@ -166,7 +164,6 @@ async fn three_nodes_are_upgraded_with_zero_failed_probes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs leader-election Leases in the simulator (issue 5, in progress)"]
 async fn five_nodes_are_upgraded_with_zero_failed_probes() {
     let (report, probes, sim, _) = upgrade_with_prober(5).await;
     assert_eq!(report.outcome, RunOutcome::Done);
@@ -175,7 +172,6 @@ async fn five_nodes_are_upgraded_with_zero_failed_probes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs leader-election Leases in the simulator (issue 5, in progress)"]
 async fn a_second_run_after_success_changes_nothing() {
     let sim = cluster(1).await;
     let (first, _) = upgrade(&sim, TO, ApplyOptions::default()).await;
@@ -262,7 +258,6 @@ async fn a_never_ready_target_is_rolled_back_on_one_node() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs leader-election Leases in the simulator (issue 5, in progress)"]
 async fn the_upgrade_rides_out_api_faults() {
     let sim = cluster(3).await;
     // 5% of requests fail with 500, 503 or 429, or a reset; one 409 on the first DaemonSet update.
