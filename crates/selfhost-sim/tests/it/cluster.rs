@@ -11,6 +11,7 @@ mod kubelet;
 mod model;
 mod nodes;
 mod rolling;
+mod second_daemonset;
 mod timeline;
 
 use std::time::Duration;
