@@ -3,6 +3,7 @@
 
 mod kubectl_apply;
 mod manifests;
+mod preflight;
 mod resume;
 mod sim_command;
 mod sim_fidelity;

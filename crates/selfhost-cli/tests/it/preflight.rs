@@ -1,0 +1,325 @@
+//! `plan` and `apply` against clusters that must not be upgraded: each refusal says what is
+//! wrong and how to fix it, exits 3, and changes nothing; bad input exits 2 and changes
+//! nothing.
+
+use std::collections::BTreeMap;
+use std::process::Output;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::controllers::kubelet::NodeState;
+use selfhost_sim::{SimCluster, SimTimings};
+use serde_json::json;
+
+async fn cluster(nodes: usize) -> SimCluster {
+    SimCluster::builder()
+        .control_plane_nodes(nodes)
+        .version("v1.33.1")
+        .mode(BootstrapMode::SelfHosted)
+        .port_sharing(true)
+        .timings(SimTimings::fast())
+        .start()
+        .await
+        .expect("cluster starts")
+}
+
+/// Runs the binary from a blocking thread, so the simulator keeps serving meanwhile.
+async fn selfhost(sim: &SimCluster, args: &[&str]) -> Output {
+    let kubeconfig = sim.kubeconfig_path().to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        crate::selfhost()
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(&args)
+            .timeout(Duration::from_secs(90))
+            .output()
+    })
+    .await
+    .expect("joined")
+    .expect("runs")
+}
+
+/// What a refused or mistaken run must leave alone, as an operator would check it: every
+/// DaemonSet's identity, spec generation, labels and annotations, every kube-system Pod's
+/// identity and deletion state, every ConfigMap's resourceVersion. (Status fields move on their
+/// own as controllers and kubelets report, so whole resourceVersions of DaemonSets and Pods
+/// are not a fair test.)
+async fn snapshot(sim: &SimCluster) -> BTreeMap<String, String> {
+    let client = sim.client();
+    let mut out = BTreeMap::new();
+    let lp = ListParams::default();
+    for ds in Api::<DaemonSet>::namespaced(client.clone(), "kube-system")
+        .list(&lp)
+        .await
+        .expect("list")
+        .items
+    {
+        let m = &ds.metadata;
+        out.insert(
+            format!("ds/{}", m.name.clone().unwrap_or_default()),
+            format!(
+                "{:?} {:?} {:?} {:?}",
+                m.uid, m.generation, m.labels, m.annotations
+            ),
+        );
+    }
+    for cm in Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .list(&lp)
+        .await
+        .expect("list")
+        .items
+    {
+        out.insert(
+            format!("cm/{}", cm.metadata.name.unwrap_or_default()),
+            cm.metadata.resource_version.unwrap_or_default(),
+        );
+    }
+    for pod in Api::<Pod>::namespaced(client, "kube-system")
+        .list(&lp)
+        .await
+        .expect("list")
+        .items
+    {
+        let m = &pod.metadata;
+        out.insert(
+            format!("pod/{}", m.name.clone().unwrap_or_default()),
+            format!("{:?} {:?}", m.uid, m.deletion_timestamp),
+        );
+    }
+    out
+}
+
+/// Fails with the entries that differ, if any.
+fn assert_unchanged(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) {
+    let keys: std::collections::BTreeSet<_> = before.keys().chain(after.keys()).collect();
+    let changed: Vec<String> = keys
+        .into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| format!("{k}: {:?} -> {:?}", before.get(k), after.get(k)))
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "the run changed the cluster:\n{}",
+        changed.join("\n")
+    );
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_skew_violation_is_refused_with_the_path_to_take() {
+    let sim = cluster(1).await;
+    let before = snapshot(&sim).await;
+    let out = selfhost(&sim, &["apply", "v1.35.0", "--yes"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("upgrade to v1.34.x first, then to v1.35.x"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        snapshot(&sim).await,
+        before,
+        "a refused run changes nothing"
+    );
+    let plan = selfhost(&sim, &["plan", "v1.35.0"]).await;
+    assert_eq!(plan.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&plan.stdout).contains("apply would refuse"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_not_ready_control_plane_node_is_refused() {
+    let sim = cluster(3).await;
+    sim.set_node_state("cp-2", NodeState::NotReady)
+        .expect("node exists");
+    let nodes: Api<Node> = Api::all(sim.client());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let node = nodes.get("cp-2").await.expect("node");
+        let ready = node
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Ready");
+        if ready.is_some_and(|c| c.status != "True") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "cp-2 never reported NotReady"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = snapshot(&sim).await;
+    let out = selfhost(&sim, &["apply", "v1.34.0", "--yes"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("cp-2"), "{}", text(&out));
+    assert_unchanged(&before, &snapshot(&sim).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemonset_that_is_not_converged_is_refused() {
+    let sim = cluster(3).await;
+    sim.registry()
+        .make_unpullable("registry.k8s.io/kube-scheduler:v1.33.9");
+    let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
+    let patch = json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler:v1.33.9"}]}}}});
+    daemonsets
+        .patch(
+            "self-hosted-kube-scheduler",
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        )
+        .await
+        .expect("patched");
+    let out = selfhost(&sim, &["plan", "v1.34.0"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("FAIL  daemonsets-converged (kube-scheduler)"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_for_another_target_is_refused_unless_forced() {
+    let sim = cluster(1).await;
+    let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
+    let real = daemonsets
+        .get("self-hosted-kube-scheduler")
+        .await
+        .expect("real");
+    let target = selfhost_core::KubeVersion::parse("v1.34.2").expect("version");
+    let backup =
+        selfhost_core::backup::derive_backup(&real, selfhost_core::Component::Scheduler, &target)
+            .expect("backup");
+    daemonsets
+        .create(&Default::default(), &backup)
+        .await
+        .expect("created");
+    // Let the backup's pod come up first: its creation is the DaemonSet controller's doing,
+    // not the run's.
+    let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
+    let selector = ListParams::default().labels("temp-upgrade-component=kube-scheduler");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let ready = pods
+            .list(&selector)
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .any(|p| {
+                let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+                conditions
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            });
+        if ready {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the backup pod never became Ready"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = snapshot(&sim).await;
+    let out = selfhost(&sim, &["apply", "v1.34.0", "--yes"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("v1.34.2"),
+        "names the other run's target: {}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("--force"),
+        "says how to proceed: {}",
+        text(&out)
+    );
+    assert_unchanged(&before, &snapshot(&sim).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_exits_2_and_changes_nothing() {
+    let sim = cluster(1).await;
+    let before = snapshot(&sim).await;
+    let rows: &[(&[&str], &str)] = &[
+        (&["apply", "v1.34"], "no patch number"),
+        (
+            &["apply", "v1.34.0", "--timeout", "5 parsecs"],
+            "invalid --timeout",
+        ),
+        (&["apply", "v1.34.0", "--timeout", "1s"], "too short"),
+        (&["apply", "v1.34.0"], "pass --yes"),
+        (
+            &["plan", "v1.34.0", "--config", "/no/such/file.yaml"],
+            "cannot read the configuration file",
+        ),
+        (
+            &["--context", "nope", "status"],
+            "context \"nope\" is not in the kubeconfig",
+        ),
+    ];
+    for (args, says) in rows {
+        let out = selfhost(&sim, args).await;
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+    assert_unchanged(&before, &snapshot(&sim).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_api_server_is_reported_plainly() {
+    let sim = cluster(1).await;
+    // The simulator removes its own kubeconfig when it stops: keep a copy, as a user would.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::copy(sim.kubeconfig_path(), &kubeconfig).expect("copy kubeconfig");
+    let endpoint = sim.endpoint().to_string();
+    sim.shutdown().await;
+    let out = tokio::task::spawn_blocking(move || {
+        crate::selfhost()
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["plan", "v1.34.0"])
+            .output()
+    })
+    .await
+    .expect("joined")
+    .expect("runs");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("cannot reach the API server")
+            && said.contains(endpoint.trim_end_matches('/')),
+        "{said}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_versions_per_node() {
+    let sim = cluster(3).await;
+    let out = selfhost(&sim, &["status"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("self-hosted-kube-apiserver") && said.contains("v1.33.1 (cp-1, cp-2, cp-3)"),
+        "{said}"
+    );
+    let json = selfhost(&sim, &["status", "-o", "json"]).await;
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(value["components"].as_array().map(Vec::len), Some(3));
+}
