@@ -184,6 +184,7 @@ pub(crate) struct Candidate {
     observed_at: Option<Instant>,
     /// Since when it believes it leads.
     leading_since: Option<Instant>,
+    /// When the current renewal round gives up: set by the round's first failed attempt.
     round_deadline: Option<Instant>,
     /// When it acts next.
     pub next_at: Instant,
@@ -271,17 +272,21 @@ impl Candidate {
         self.observed = Some(written);
         self.observed_at = Some(at);
         self.leading_since.get_or_insert(at);
-        self.round_deadline = Some(at + t.retry_period + t.renew_deadline);
+        self.round_deadline = None;
         self.next_at = at + t.retry_period;
         self.attempts += 1;
     }
 
     /// The attempt at `at` failed (unreachable API, a conflict, or a valid foreign Lease).
+    /// A holder's first failure opens a renewal round that ends at the renew deadline;
+    /// client-go's round starts with that attempt, a retry period after the last renewal.
     pub fn failed(&mut self, at: Instant, t: &LeaderElectionTimings) {
         self.attempts += 1;
-        self.next_at = match (self.leading_since, self.round_deadline) {
-            (Some(_), Some(deadline)) => (at + t.retry_period).min(deadline),
-            _ => at + t.retry_period + self.jitter(t),
+        self.next_at = if self.leading_since.is_some() {
+            let deadline = *self.round_deadline.get_or_insert(at + t.renew_deadline);
+            (at + t.retry_period).min(deadline)
+        } else {
+            at + t.retry_period + self.jitter(t)
         };
     }
 

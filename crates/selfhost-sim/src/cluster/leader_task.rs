@@ -19,7 +19,8 @@
 //!
 //! The candidates' moments are processed in time order, each at the instant it was due, so a
 //! busy machine delays the whole election rather than reordering it: a late task never makes
-//! a healthy leader miss its deadline or a standby see a renewed Lease as expired.
+//! a healthy leader miss its deadline or a standby see a renewed Lease as expired, and what
+//! was due before a process stopped is done before its stop is taken in.
 //!
 //! The acting process of each role is published through [`LeaseHolder`], the self-hosting
 //! model's leader policy: it is whichever process believes it leads (the one the Lease names,
@@ -45,6 +46,7 @@ use super::leader_election::{
     leader_lease_name,
 };
 use super::model::{ControlPlaneSnapshot, LeaderPolicy, Leadership, ProcessRef, Role};
+use crate::controllers::kubelet::NodeState;
 use crate::error::ApiError;
 use crate::resources::LEASES;
 use crate::store::{Subresource, meta};
@@ -121,6 +123,36 @@ struct Member {
     client: Candidate,
 }
 
+/// Whether a process that no longer elects was told to stop, rather than crashed or killed
+/// with its machine: its pod is stopping, or already gone from a node that is up (the task
+/// may look only after the process exited).
+fn was_stopped(snapshot: &ControlPlaneSnapshot, process: &ProcessRef) -> bool {
+    let Some(node) = snapshot.nodes.get(&process.node) else {
+        return false;
+    };
+    if node.state == NodeState::Down {
+        return false;
+    }
+    let mut pod = node
+        .containers
+        .iter()
+        .filter(|c| c.pod.uid == process.pod.uid)
+        .peekable();
+    pod.peek().is_none() || pod.any(|c| c.terminating)
+}
+
+/// When a failed attempt due at `at` counts: a standby's at once, a holder's when the task
+/// actually made it. A late task catches up on what was due, but what it finds now (an API
+/// that just went down) says nothing about the moments it missed; counting a holder's
+/// failure from now keeps a busy machine from shortening its renew deadline.
+fn failure_time(client: &Candidate, at: Instant) -> Instant {
+    if client.leading_since().is_some() {
+        Instant::now().max(at)
+    } else {
+        at
+    }
+}
+
 /// The election task.
 pub(crate) struct LeaderElection {
     pub api: ClusterApi,
@@ -151,6 +183,9 @@ impl LeaderElection {
         let mut changes = self.board.subscribe();
         let mut electorate = Electorate::default();
         loop {
+            // What was due happened before the processes changed: a late task must not
+            // skip the renewals of a leader that stopped meanwhile.
+            self.run_due(&mut electorate, Instant::now());
             changes.borrow_and_update();
             let snapshot = self.board.snapshot();
             self.sync(&mut electorate, &snapshot, Instant::now());
@@ -169,7 +204,6 @@ impl LeaderElection {
     /// gone.
     fn sync(&self, e: &mut Electorate, snapshot: &ControlPlaneSnapshot, now: Instant) {
         let mut running = BTreeMap::new();
-        let mut stopping = Vec::new();
         for (node, containers) in &snapshot.nodes {
             for c in &containers.containers {
                 let role = ROLES
@@ -179,11 +213,7 @@ impl LeaderElection {
                 else {
                     continue;
                 };
-                if c.stopping {
-                    stopping.push(identity.clone());
-                    continue;
-                }
-                if c.listening_since.is_none() {
+                if c.stopping || c.listening_since.is_none() {
                     continue;
                 }
                 let member = Member {
@@ -201,13 +231,20 @@ impl LeaderElection {
                 running.insert(identity.clone(), member);
             }
         }
-        for identity in stopping {
-            if let Some(member) = e.members.remove(&identity) {
+        let gone: Vec<String> = e
+            .members
+            .keys()
+            .filter(|identity| !running.contains_key(*identity))
+            .cloned()
+            .collect();
+        for identity in gone {
+            let Some(member) = e.members.remove(&identity) else {
+                continue;
+            };
+            if was_stopped(snapshot, &member.process) {
                 self.release(e, &member);
             }
         }
-        e.members
-            .retain(|identity, _| running.contains_key(identity));
         e.lost.retain(|identity| running.contains_key(identity));
         for (identity, member) in running {
             if e.lost.contains(&identity) || e.members.contains_key(&identity) {
@@ -276,7 +313,7 @@ impl LeaderElection {
             Ok(obj) => Some(obj),
             Err(err) if err.is_not_found() => None,
             Err(_) => {
-                member.client.failed(at, t);
+                member.client.failed(failure_time(&member.client, at), t);
                 return;
             }
         };
@@ -291,7 +328,7 @@ impl LeaderElection {
             .client
             .desired(record.as_ref(), at, Timestamp::now(), t)
         else {
-            member.client.failed(at, t);
+            member.client.failed(failure_time(&member.client, at), t);
             return;
         };
         let written = match &current {
@@ -303,7 +340,7 @@ impl LeaderElection {
                 e.lease_holders.insert(member.role, wanted.holder.clone());
                 member.client.succeeded(wanted, at, t);
             }
-            Err(_) => member.client.failed(at, t),
+            Err(_) => member.client.failed(failure_time(&member.client, at), t),
         }
     }
 

@@ -239,6 +239,7 @@ mod tests {
             started_at: None,
             listening_since: None,
             stopping: false,
+            terminating: false,
             ready,
         }
     }

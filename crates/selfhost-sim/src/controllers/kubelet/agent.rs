@@ -141,6 +141,7 @@ impl Kubelet {
                     stopping: running.is_some_and(|p| {
                         matches!(p.state, super::process::ProcessState::Stopping { .. })
                     }),
+                    terminating: worker.stop.is_some(),
                     ready: c.ready && self.state != NodeState::Down,
                 });
             }

@@ -94,6 +94,9 @@ pub struct ContainerView {
     pub listening_since: Option<Timestamp>,
     /// Whether that process was told to stop (SIGTERM) and is winding down.
     pub stopping: bool,
+    /// Whether its pod is being stopped (deleted, or its manifest gone): a process of it that
+    /// ends now was told to.
+    pub terminating: bool,
     /// Whether its readiness probe passes.
     pub ready: bool,
 }
