@@ -3,14 +3,20 @@
 //! same port, the way a kube-apiserver pod dies and comes back.
 //!
 //! The accept loop is our own (not `axum::serve`) so that a crash really cuts keep-alive
-//! connections and watch streams, and so a fault can reset a connection without answering.
+//! connections and watch streams, so a fault can reset a connection without answering, and so
+//! a [`ConnectionRouter`] can hand each new connection to a simulated process (see
+//! [`routing`]).
+
+mod routing;
+
+pub use routing::{ConnectionRouter, ProcessTimes, Route, ServingProcess, Verdict};
 
 use std::convert::Infallible;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
 use axum::Router;
@@ -19,7 +25,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -121,11 +127,18 @@ struct Core {
     held_down: AtomicBool,
     /// The end of a `down_for` fault in progress.
     fault_until: Mutex<Option<tokio::time::Instant>>,
+    /// Who serves each new connection (`None`: the simulator itself).
+    router: RwLock<Option<Arc<dyn ConnectionRouter>>>,
 }
 
 impl Core {
     fn running(&self) -> MutexGuard<'_, Option<Running>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn route(&self) -> Route {
+        let router = self.router.read().unwrap_or_else(|e| e.into_inner());
+        router.as_ref().map_or(Route::Direct, |r| r.route())
     }
 
     fn in_fault_window(&self) -> bool {
@@ -199,17 +212,15 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((socket, _)) => {
                     let _ = socket.set_nodelay(true);
-                    let core = core.clone();
-                    let router = router.clone();
-                    connections.spawn(async move {
-                        match core.tls.clone() {
-                            Some(acceptor) => match acceptor.accept(socket).await {
-                                Ok(tls) => serve_connection(tls, core, router).await,
-                                Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
-                            },
-                            None => serve_connection(socket, core, router).await,
+                    let process = match core.route() {
+                        Route::Direct => None,
+                        Route::Refuse => {
+                            refuse(socket);
+                            continue;
                         }
-                    });
+                        Route::Process(p) => Some(p),
+                    };
+                    connections.spawn(connection(socket, core.clone(), router.clone(), process));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
@@ -223,18 +234,90 @@ async fn accept_loop(
     while connections.join_next().await.is_some() {}
 }
 
-async fn serve_connection<S>(io: S, core: Arc<Core>, router: Router)
-where
+/// Resets a connection nobody accepts (nothing listens where the router sent it).
+fn refuse(socket: TcpStream) {
+    // A zero linger makes the close an RST, as a closed port answers.
+    let _ = socket.set_zero_linger();
+    drop(socket);
+}
+
+/// One accepted connection: it waits until its process accepts (if it has one), then the TLS
+/// handshake and HTTP, until it ends, its process closes its listener (then it closes once
+/// idle) or its process exits (then it is cut).
+async fn connection(
+    socket: TcpStream,
+    core: Arc<Core>,
+    router: Router,
+    process: Option<Arc<ServingProcess>>,
+) {
+    if let Some(p) = &process {
+        p.count_connection();
+        tokio::select! {
+            biased;
+            _ = p.exited().cancelled() => return refuse(socket),
+            _ = p.listener_closed().cancelled() => return refuse(socket),
+            _ = tokio::time::sleep_until(p.times().accepts_at) => {}
+        }
+    }
+    match core.tls.clone() {
+        Some(acceptor) => {
+            let handshake = acceptor.accept(socket);
+            let tls = match &process {
+                Some(p) => tokio::select! {
+                    _ = p.exited().cancelled() => return,
+                    tls = handshake => tls,
+                },
+                None => handshake.await,
+            };
+            match tls {
+                Ok(tls) => serve_connection(tls, core, router, process).await,
+                Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
+            }
+        }
+        None => serve_connection(socket, core, router, process).await,
+    }
+}
+
+async fn serve_connection<S>(
+    io: S,
+    core: Arc<Core>,
+    router: Router,
+    process: Option<Arc<ServingProcess>>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let serving = process.clone();
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let core = core.clone();
         let router = router.clone();
-        async move { handle(&core, router, req).await }
+        let serving = serving.clone();
+        async move { handle(&core, router, req, serving.as_deref()).await }
     });
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    if let Err(e) = builder.serve_connection(TokioIo::new(io), service).await {
-        tracing::trace!(error = %e, "connection ended");
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    let Some(process) = process else {
+        if let Err(e) = conn.await {
+            tracing::trace!(error = %e, "connection ended");
+        }
+        return;
+    };
+    tokio::pin!(conn);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            ended = conn.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::trace!(error = %e, "connection ended");
+                }
+                return;
+            }
+            // Dropping the connection cuts it, watches included.
+            _ = process.exited().cancelled() => return,
+            _ = process.listener_closed().cancelled(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
     }
 }
 
@@ -251,9 +334,16 @@ async fn handle(
     core: &Core,
     router: Router,
     req: Request<Incoming>,
+    process: Option<&ServingProcess>,
 ) -> Result<Response<Body>, io::Error> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    if let Some(p) = process
+        && let Verdict::Answer(response) =
+            p.verdict(&path, is_public(&path), tokio::time::Instant::now())
+    {
+        return Ok(response);
+    }
     let query = Query::parse(req.uri().query().unwrap_or(""));
     let (verb, resource) = match api::path::parse(&method, &path, &query) {
         Ok(api::path::ApiPath::Resource(r)) => (Some(r.verb), Some(r.resource_name())),
@@ -348,6 +438,7 @@ impl SimServer {
             running: Mutex::new(None),
             held_down: AtomicBool::new(false),
             fault_until: Mutex::new(None),
+            router: RwLock::new(None),
         });
         core.serve(listener);
         let weak: Weak<Core> = Arc::downgrade(&core);
@@ -478,6 +569,12 @@ impl SimServer {
             return Ok(());
         }
         self.core.listen().await
+    }
+
+    /// Installs (or removes) the router that hands each new connection to a simulated
+    /// process; connections already open keep theirs.
+    pub fn set_router(&self, router: Option<Arc<dyn ConnectionRouter>>) {
+        *self.core.router.write().unwrap_or_else(|e| e.into_inner()) = router;
     }
 
     /// The fault injector.
