@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::handover::Handovers;
 use super::identity::ApiserverIdentity;
 use super::leader_election::LeaseRelease;
 use super::model::{AnyReadyApiserver, FirstReadyProcess, LeaderPolicy, ServingPolicy};
@@ -44,6 +45,7 @@ pub struct SimClusterBuilder {
     pub(crate) lease_release: LeaseRelease,
     pub(crate) start_needs_api: bool,
     pub(crate) apiserver_identity: ApiserverIdentity,
+    pub(crate) handovers: Option<Handovers>,
 }
 
 impl Default for SimClusterBuilder {
@@ -71,6 +73,7 @@ impl Default for SimClusterBuilder {
             lease_release: LeaseRelease::Never,
             start_needs_api: true,
             apiserver_identity: ApiserverIdentity::ByVersion,
+            handovers: None,
         }
     }
 }
@@ -211,6 +214,15 @@ impl SimClusterBuilder {
     /// Which kube-apiserver processes publish identity Leases (default: v1.26 and later).
     pub fn apiserver_identity(mut self, identity: ApiserverIdentity) -> Self {
         self.apiserver_identity = identity;
+        self
+    }
+
+    /// Makes kube-apiserver processes hand the API over as real ones do (see [`Handovers`];
+    /// `Handovers::measured()` turns every behaviour on); `None`, the default, keeps the
+    /// idealised model where a connection only ever reaches a Ready apiserver. The model
+    /// replaces the [`serving_policy`](SimClusterBuilder::serving_policy).
+    pub fn handovers(mut self, model: impl Into<Option<Handovers>>) -> Self {
+        self.handovers = model.into();
         self
     }
 

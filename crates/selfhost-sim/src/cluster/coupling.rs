@@ -18,6 +18,9 @@ pub(crate) struct Coupling {
     pub garbage_collector: bool,
     /// `/version` when no serving apiserver names one.
     pub configured_version: String,
+    /// Whether the server stops listening while no apiserver serves (off when the hand-over
+    /// model routes each connection: then it refuses or holds them itself).
+    pub holds_server_down: bool,
 }
 
 impl Coupling {
@@ -49,7 +52,8 @@ impl Coupling {
         if self.server.version() != version {
             self.server.set_version(&version);
         }
-        if self.server.is_held_down() == up
+        if self.holds_server_down
+            && self.server.is_held_down() == up
             && let Err(e) = self.server.hold_down(!up).await
         {
             tracing::error!(error = %e, "the simulated apiserver could not serve again");

@@ -38,6 +38,7 @@ mod coupling;
 mod daemonset_sync;
 mod events;
 mod feed;
+pub mod handover;
 mod identity;
 mod informer;
 mod leader_election;
@@ -62,6 +63,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::SimClusterBuilder;
+pub use handover::{ApiFrontEnd, HandoverTimings, Handovers};
 pub use identity::{
     ApiserverIdentity, HOSTNAME_LABEL, IDENTITY_LABEL, IDENTITY_LABEL_VALUE,
     IDENTITY_LEASE_NAMESPACE, IdentityLeaseTimings, identity_lease_name,
@@ -134,6 +136,7 @@ pub struct SimCluster {
     configured_version: String,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
+    front_end: Option<Arc<ApiFrontEnd>>,
 }
 
 impl std::fmt::Debug for SimCluster {
@@ -247,6 +250,12 @@ impl SimCluster {
     /// What every kubelet runs now.
     pub fn processes(&self) -> ControlPlaneSnapshot {
         self.board.snapshot()
+    }
+
+    /// The hand-over model at run time (`None` when the cluster runs without it): which
+    /// apiserver processes hold the port, the load balancer's view, loopback cross-talk.
+    pub fn handover(&self) -> Option<&ApiFrontEnd> {
+        self.front_end.as_deref()
     }
 
     /// Who acts for a role now: with leader election, the process holding the role's Lease

@@ -20,6 +20,7 @@ use super::api::{CallError, ClusterApi, typed, uid_mismatch};
 use super::board::Board;
 use super::events::{self, Involved, Source};
 use super::feed::{NodeInput, RETRY_WHEN_DOWN};
+use super::handover::ApiFrontEnd;
 use super::model::NodeContainers;
 use super::recorder::AvailabilityRecorder;
 use super::registry::RegistryHandle;
@@ -54,6 +55,8 @@ pub(crate) struct NodeAgent {
     pub needs_relist: bool,
     /// A write found the API down: try again soon.
     pub retry: bool,
+    /// The hand-over model, told of this node's apiserver processes (`None`: off).
+    pub front_end: Option<Arc<ApiFrontEnd>>,
 }
 
 fn name_of(node: &Node) -> String {
@@ -226,6 +229,9 @@ impl NodeAgent {
         }
         let wakeup = report.next_wakeup;
         // What runs now decides whether the API answers these very writes.
+        if let Some(front_end) = &self.front_end {
+            front_end.publish(&node, &self.kubelet);
+        }
         self.board.publish(
             &node,
             NodeContainers {

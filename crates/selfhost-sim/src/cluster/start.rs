@@ -25,9 +25,10 @@ use super::builder::SimClusterBuilder;
 use super::controller_manager::ControllerManager;
 use super::coupling::Coupling;
 use super::feed;
+use super::handover::ApiFrontEnd;
 use super::identity::IdentityLeases;
 use super::leader_task::{Holders, LeaderElection, LeaseHolder};
-use super::model::{LeaderPolicy, Leadership};
+use super::model::{LeaderPolicy, Leadership, ServingPolicy};
 use super::node_agent::NodeAgent;
 use super::recorder::AvailabilityRecorder;
 use super::registry::RegistryHandle;
@@ -168,6 +169,22 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     registry
         .add_control_plane_release(DEFAULT_REPOSITORY, &b.version)
         .map_err(invalid)?;
+    if let Some(model) = &b.handovers {
+        // Every kube-apiserver image joins and leaves a port as the model says; images the
+        // builder names below replace it.
+        let behaviour = model.apiserver_behaviour(&b.timings.handover);
+        let tags = b
+            .registry_minors
+            .clone()
+            .flat_map(|minor| (0..=b.registry_max_patch).map(move |p| format!("v1.{minor}.{p}")))
+            .chain([b.version.clone()]);
+        for tag in tags {
+            let image = format!("{DEFAULT_REPOSITORY}/kube-apiserver:{tag}");
+            registry
+                .set_behaviour(&image, behaviour.clone())
+                .map_err(invalid)?;
+        }
+    }
     for (image, behaviour) in &b.images {
         registry
             .set_behaviour(image, behaviour.clone())
@@ -175,6 +192,21 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     }
     let registry = RegistryHandle::new(registry);
 
+    let front_end = b.handovers.map(|model| {
+        let control_planes = specs
+            .iter()
+            .filter(|s| s.role == NodeRole::ControlPlane)
+            .map(|s| s.name.clone())
+            .collect();
+        ApiFrontEnd::new(model, b.timings.handover, control_planes)
+    });
+    let serving_policy: Arc<dyn ServingPolicy> = match &front_end {
+        Some(f) => {
+            server.set_router(Some(f.clone()));
+            f.clone()
+        }
+        None => b.serving_policy.clone(),
+    };
     let recorder = AvailabilityRecorder::default();
     let holders = Arc::new(Holders::default());
     let leader_policy: Arc<dyn LeaderPolicy> = if b.leader_election {
@@ -182,12 +214,18 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     } else {
         b.leader_policy.clone()
     };
-    let (board, signals) = Board::new(
-        b.serving_policy.clone(),
-        leader_policy,
-        recorder.clone(),
-        &b.version,
-    );
+    let (board, signals) = Board::new(serving_policy, leader_policy, recorder.clone(), &b.version);
+    if let Some(f) = &front_end {
+        let weak = Arc::downgrade(&board);
+        f.attach(
+            move || {
+                if let Some(board) = weak.upgrade() {
+                    board.redecide();
+                }
+            },
+            signals.api.clone(),
+        );
+    }
     let api = ClusterApi::new(server.clone(), board.clone());
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
@@ -197,7 +235,14 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         config.pod_subnet = pod_subnet(index);
         config.kubelet_version.clone_from(&b.version);
         config.timings = b.timings.kubelet;
-        let mut kubelet = Kubelet::new(config);
+        let readiness = front_end.as_ref().and_then(|f| f.readiness(&spec.name));
+        if front_end.is_some() {
+            config.timings.spec_seconds_divisor = b.timings.handover.spec_seconds_divisor;
+        }
+        let mut kubelet = match readiness {
+            Some(model) => Kubelet::with_readiness(config, model),
+            None => Kubelet::new(config),
+        };
         if spec.role == NodeRole::ControlPlane {
             // kubeadm pulls the control-plane images before it writes the manifests.
             for component in COMPONENTS {
@@ -221,6 +266,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
             manifests: BTreeMap::new(),
             needs_relist: false,
             retry: false,
+            front_end: front_end.clone(),
         };
         tasks.spawn(agent.run(rx, signals.api_up.clone(), shutdown.clone()));
     }
@@ -235,8 +281,12 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         signals: signals.clone(),
         garbage_collector: b.garbage_collector,
         configured_version: b.version.clone(),
+        holds_server_down: front_end.is_none(),
     };
     tasks.spawn(model.run(shutdown.clone()));
+    if let Some(f) = &front_end {
+        tasks.spawn(f.clone().run(shutdown.clone()));
+    }
     let cm = ControllerManager {
         api: api.clone(),
         signals: signals.clone(),
@@ -283,6 +333,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         configured_version: b.version.clone(),
         shutdown,
         tasks,
+        front_end,
     };
     if let Err(e) = control_plane_ready(&cluster, b.bootstrap_timeout).await {
         cluster.shutdown().await;

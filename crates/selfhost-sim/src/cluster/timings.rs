@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::handover::HandoverTimings;
 use super::identity::IdentityLeaseTimings;
 use super::leader_election::LeaderElectionTimings;
 use crate::controllers::kubelet::Timings;
@@ -29,6 +30,8 @@ pub struct SimTimings {
     pub leader_election: LeaderElectionTimings,
     /// The identity Leases of kube-apiserver processes.
     pub apiserver_identity: IdentityLeaseTimings,
+    /// How kube-apiservers join and leave a port under the hand-over model.
+    pub handover: HandoverTimings,
 }
 
 impl SimTimings {
@@ -41,6 +44,7 @@ impl SimTimings {
             manifest_scan_interval: Duration::from_secs(1),
             leader_election: LeaderElectionTimings::realistic(),
             apiserver_identity: IdentityLeaseTimings::realistic(),
+            handover: HandoverTimings::realistic(),
         }
     }
 
@@ -50,8 +54,8 @@ impl SimTimings {
         Self::scaled(1_000)
     }
 
-    /// Pod latencies `factor` times faster than real ones, heartbeats and node monitoring as
-    /// in [`SimTimings::fast`] (a factor of 100 makes a control-plane rollout last about a
+    /// Pod latencies `factor` times faster than real ones (the hand-over model's too, pod-spec
+    /// seconds included), heartbeats and node monitoring as in [`SimTimings::fast`] (a factor of 100 makes a control-plane rollout last about a
     /// second: long enough for a prober to watch it), Lease clocks `factor` times faster up
     /// to a hundred times (at 100 a leader-election Lease lasts 150 ms).
     pub fn scaled(factor: u32) -> Self {
@@ -70,6 +74,7 @@ impl SimTimings {
             manifest_scan_interval: Duration::from_millis(20),
             leader_election: LeaderElectionTimings::realistic().scaled(lease_factor),
             apiserver_identity: IdentityLeaseTimings::realistic().scaled(lease_factor),
+            handover: HandoverTimings::scaled(factor),
         }
     }
 
@@ -85,6 +90,7 @@ impl SimTimings {
                 node_status_report_interval: real.kubelet.node_status_report_interval,
                 ..Timings::instant()
             },
+            handover: HandoverTimings::instant(),
             ..real
         }
     }

@@ -6,6 +6,7 @@
 mod bootstrap;
 mod daemonset;
 mod gc;
+mod handover;
 mod kubectl;
 mod kubelet;
 mod model;

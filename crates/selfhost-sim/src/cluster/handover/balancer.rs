@@ -1,0 +1,43 @@
+//! The load balancer in front of several control-plane nodes (kubeadm's HA pattern): it
+//! checks each node's `/readyz` every interval, through the node's kernel like any
+//! connection, and sends each new connection to the next node, in turn, whose last check
+//! passed; a node where nothing listens any more is skipped for the next (HAProxy's
+//! `option redispatch`). With no healthy node the connection is reset.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::frontend::{ApiFrontEnd, State};
+use crate::server::ServingProcess;
+
+impl ApiFrontEnd {
+    /// One round of health checks.
+    pub(super) fn check_nodes(&self) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        for node in self.control_planes() {
+            let passed = self
+                .pick(&state, node, now)
+                .is_some_and(|p| p.is_ready(now));
+            state.healthy.insert(node.clone(), passed);
+        }
+    }
+
+    /// The process a new connection reaches through the load balancer.
+    pub(super) fn balance(&self, state: &mut State, now: Instant) -> Option<Arc<ServingProcess>> {
+        let nodes = self.control_planes();
+        for step in 0..nodes.len() {
+            let index = (state.cursor + step) % nodes.len();
+            let node = &nodes[index];
+            if !state.healthy.get(node).copied().unwrap_or(false) {
+                continue;
+            }
+            if let Some(process) = self.pick(state, node, now) {
+                state.cursor = (index + 1) % nodes.len();
+                return Some(process);
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,452 @@
+//! The front end of the simulated API: the kube-apiserver processes of every node as their
+//! connections see them. Kubelets publish their processes here; the HTTP server asks it, per
+//! new connection, which process serves it (through the load balancer when there is one); the
+//! self-hosting model asks it which processes really serve, for the cluster's own components.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::kernel::{Kernel, node_seed};
+use super::readiness::SharedPortReadiness;
+use super::sockets::{ApiProcess, api_processes};
+use super::{CrossTalkEvent, HandoverTimings, Handovers};
+use crate::cluster::board::ApiDecision;
+use crate::cluster::model::{
+    ApiBackend, ApiServing, ControlPlaneSnapshot, ServingPolicy, image_version,
+};
+use crate::controllers::kubelet::{ImageRef, Kubelet, ProcessId, ReadinessModel};
+use crate::server::{ConnectionRouter, ProcessTimes, Route, ServingProcess};
+
+/// One kube-apiserver process as the model last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiProcessState {
+    /// Its node.
+    pub node: String,
+    /// Its pod's name.
+    pub pod: String,
+    /// Its pod's uid.
+    pub uid: String,
+    /// Its process id on the node.
+    pub process: ProcessId,
+    /// Whether its socket is bound to the port (new connections may reach it).
+    pub holds_port: bool,
+    /// Whether it accepts connections now.
+    pub accepting: bool,
+    /// Whether its `/readyz` passes now.
+    pub ready: bool,
+    /// Whether it was told to stop.
+    pub shutting_down: bool,
+    /// How many connections were handed to it.
+    pub connections: u64,
+}
+
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub view: ApiProcess,
+    pub serving: Arc<ServingProcess>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    /// By node, then process.
+    pub nodes: BTreeMap<String, BTreeMap<ProcessId, Entry>>,
+    /// Whether each control-plane node passed the load balancer's last check.
+    pub healthy: BTreeMap<String, bool>,
+    /// The load balancer's round-robin position.
+    pub cursor: usize,
+}
+
+/// What the cluster wires in once the board exists.
+struct Attachment {
+    /// Decides the self-hosting model again (which processes serve changed).
+    redecide: Box<dyn Fn() + Send + Sync>,
+    /// The model's decisions: whether it is on (off: connections are served by no process).
+    decisions: watch::Receiver<ApiDecision>,
+}
+
+/// The stand-in for every process while the self-hosting model is off (bootstrap): it always
+/// serves, and exits when the model takes over, so no connection outlives it unmodelled.
+fn unmodelled() -> Arc<ServingProcess> {
+    let now = Instant::now();
+    ServingProcess::new(
+        "unmodelled",
+        ProcessTimes {
+            accepts_at: now,
+            authorizes_at: None,
+            serves_at: Some(now),
+        },
+    )
+}
+
+/// The hand-over model at run time.
+pub struct ApiFrontEnd {
+    handovers: Handovers,
+    timings: HandoverTimings,
+    control_planes: Vec<String>,
+    kernels: BTreeMap<String, Arc<Kernel>>,
+    state: Mutex<State>,
+    attachment: OnceLock<Attachment>,
+    changed: Notify,
+    cross_talk: Arc<Mutex<Vec<CrossTalkEvent>>>,
+    unmodelled: Mutex<Arc<ServingProcess>>,
+}
+
+impl std::fmt::Debug for ApiFrontEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiFrontEnd")
+            .field("handovers", &self.handovers)
+            .field("control_planes", &self.control_planes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiFrontEnd {
+    /// The model for a cluster whose control-plane nodes are `control_planes` (the kubeconfig
+    /// reaches the first one, or the load balancer in front of them all).
+    pub(crate) fn new(
+        handovers: Handovers,
+        timings: HandoverTimings,
+        control_planes: Vec<String>,
+    ) -> Arc<Self> {
+        let kernels = control_planes
+            .iter()
+            .map(|n| (n.clone(), Arc::new(Kernel::new(handovers.balancing, n))))
+            .collect();
+        Arc::new(ApiFrontEnd {
+            handovers,
+            timings,
+            control_planes,
+            kernels,
+            state: Mutex::default(),
+            attachment: OnceLock::new(),
+            changed: Notify::new(),
+            cross_talk: Arc::default(),
+            unmodelled: Mutex::new(unmodelled()),
+        })
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The switches.
+    pub fn handovers(&self) -> Handovers {
+        self.handovers
+    }
+
+    /// The durations.
+    pub fn timings(&self) -> HandoverTimings {
+        self.timings
+    }
+
+    /// Connects the model to the board: `redecide` is called when the set of serving
+    /// processes changes with time; `decisions` tell whether the self-hosting model is on.
+    pub(crate) fn attach(
+        &self,
+        redecide: impl Fn() + Send + Sync + 'static,
+        decisions: watch::Receiver<ApiDecision>,
+    ) {
+        let _ = self.attachment.set(Attachment {
+            redecide: Box::new(redecide),
+            decisions,
+        });
+    }
+
+    fn redecide(&self) {
+        if let Some(a) = self.attachment.get() {
+            (a.redecide)();
+        }
+    }
+
+    fn is_coupled(&self) -> bool {
+        self.attachment
+            .get()
+            .is_some_and(|a| a.decisions.borrow().coupled)
+    }
+
+    /// The model took over: connections made while it was off are cut.
+    fn take_over(&self) {
+        let mut current = self.unmodelled.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = std::mem::replace(&mut *current, unmodelled());
+        previous.exit();
+    }
+
+    /// The readiness model of a node's kubelet: lying probes on a shared port, loopback
+    /// cross-talk (`None`: the kubelet's own model is right, the switches being off).
+    pub(crate) fn readiness(&self, node: &str) -> Option<Arc<dyn ReadinessModel>> {
+        let h = &self.handovers;
+        if !h.lying_probes && h.cross_talk.probability <= 0.0 {
+            return None;
+        }
+        let kernel = self.kernels.get(node)?.clone();
+        let seed = match h.balancing {
+            super::PortBalancing::Random { seed } => node_seed(seed, node) ^ 0x10_0b_ac_c0,
+            super::PortBalancing::RoundRobin => node_seed(0, node),
+        };
+        let model = SharedPortReadiness::new(
+            node,
+            kernel,
+            h,
+            self.timings.probe_period,
+            seed,
+            self.cross_talk.clone(),
+        );
+        Some(Arc::new(model))
+    }
+
+    /// A kubelet's processes after it advanced: new sockets join the port, stopped ones
+    /// leave it, exited ones cut their connections.
+    pub(crate) fn publish(&self, node: &str, kubelet: &Kubelet) {
+        if !self.kernels.contains_key(node) {
+            return;
+        }
+        let views = api_processes(kubelet);
+        let changed = {
+            let mut state = self.lock();
+            let table = state.nodes.entry(node.to_string()).or_default();
+            self.reconcile(node, table, views)
+        };
+        if changed {
+            self.changed.notify_one();
+            self.redecide();
+        }
+    }
+
+    fn reconcile(
+        &self,
+        node: &str,
+        table: &mut BTreeMap<ProcessId, Entry>,
+        views: Vec<ApiProcess>,
+    ) -> bool {
+        let mut changed = false;
+        table.retain(|id, entry| {
+            let alive = views.iter().any(|v| v.id == *id);
+            if !alive {
+                entry.serving.exit();
+                changed = true;
+            }
+            alive
+        });
+        for view in views {
+            match table.get_mut(&view.id) {
+                Some(entry) if entry.view == view => {}
+                Some(entry) => {
+                    if view.stopping {
+                        entry.serving.signal_shutdown();
+                    }
+                    if !view.holds_port {
+                        entry.serving.close_listener();
+                    }
+                    entry.view = view;
+                    changed = true;
+                }
+                None => {
+                    let serving = ServingProcess::new(
+                        format!("{node}/{}#{}", view.pod.name, view.id),
+                        self.times_of(&view),
+                    );
+                    if view.stopping {
+                        serving.signal_shutdown();
+                    }
+                    if !view.holds_port {
+                        serving.close_listener();
+                    }
+                    table.insert(view.id, Entry { view, serving });
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+
+    fn times_of(&self, view: &ApiProcess) -> ProcessTimes {
+        let accepts_at = view
+            .accepts
+            .map_or(view.listening, |a| a.max(view.listening));
+        let authorizes_at = self
+            .handovers
+            .early_forbidden
+            .then(|| accepts_at + self.timings.authorization_after_accept);
+        ProcessTimes {
+            accepts_at,
+            authorizes_at,
+            serves_at: view.ready.map(|r| r.max(accepts_at)),
+        }
+    }
+
+    /// Which process of `node` the kernel hands a new connection to (`None`: nobody listens).
+    pub(super) fn pick(
+        &self,
+        state: &State,
+        node: &str,
+        now: Instant,
+    ) -> Option<Arc<ServingProcess>> {
+        let table = state.nodes.get(node)?;
+        let mut holders: Vec<&Entry> = table
+            .values()
+            .filter(|e| e.view.holds_port && !e.serving.has_closed_listener())
+            .filter(|e| self.handovers.joining || e.serving.serves(now))
+            .collect();
+        holders.sort_by_key(|e| (e.view.bind_rank, e.view.id));
+        let index = self.kernels.get(node)?.pick(holders.len())?;
+        holders.get(index).map(|e| e.serving.clone())
+    }
+
+    /// Whether a load balancer stands in front of the nodes.
+    pub(super) fn balanced(&self) -> bool {
+        self.handovers.load_balancer && self.control_planes.len() > 1
+    }
+
+    pub(super) fn control_planes(&self) -> &[String] {
+        &self.control_planes
+    }
+
+    /// Every kube-apiserver process that has a socket, by node and bind order.
+    pub fn processes(&self) -> Vec<ApiProcessState> {
+        let now = Instant::now();
+        let state = self.lock();
+        state
+            .nodes
+            .iter()
+            .flat_map(|(node, table)| table.values().map(move |e| (node, e)))
+            .map(|(node, e)| ApiProcessState {
+                node: node.clone(),
+                pod: e.view.pod.name.clone(),
+                uid: e.view.pod.uid.clone(),
+                process: e.view.id,
+                holds_port: e.view.holds_port,
+                accepting: e.serving.accepts(now),
+                ready: e.serving.is_ready(now),
+                shutting_down: e.serving.is_shutting_down(),
+                connections: e.serving.connections(),
+            })
+            .collect()
+    }
+
+    /// The control-plane nodes whose `/readyz` passed the load balancer's last check.
+    pub fn healthy_nodes(&self) -> Vec<String> {
+        let state = self.lock();
+        state
+            .healthy
+            .iter()
+            .filter(|(_, ok)| **ok)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Every loopback cross-talk so far.
+    pub fn cross_talk(&self) -> Vec<CrossTalkEvent> {
+        self.cross_talk
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// When the set of serving processes next changes by itself (a process finishes
+    /// starting).
+    fn next_change(&self, now: Instant) -> Option<Instant> {
+        let state = self.lock();
+        state
+            .nodes
+            .values()
+            .flat_map(|t| t.values())
+            .filter_map(|e| e.serving.times().serves_at)
+            .filter(|at| *at > now)
+            .min()
+    }
+
+    /// Runs until shutdown: decides again whenever a process finishes starting, and checks
+    /// the nodes for the load balancer.
+    pub(crate) async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut decisions = match self.attachment.get() {
+            Some(a) => a.decisions.clone(),
+            None => watch::channel(ApiDecision::default()).1,
+        };
+        let mut coupled = decisions.borrow_and_update().coupled;
+        let mut checks = tokio::time::interval(
+            self.timings
+                .balancer_check_interval
+                .max(std::time::Duration::from_millis(1)),
+        );
+        checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let next = self.next_change(Instant::now());
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = self.changed.notified() => {}
+                _ = sleep_until(next) => self.redecide(),
+                _ = checks.tick(), if self.balanced() => self.check_nodes(),
+                changed = decisions.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let now_coupled = decisions.borrow_and_update().coupled;
+                    if now_coupled && !coupled {
+                        self.take_over();
+                    }
+                    coupled = now_coupled;
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        // A little after, so that the process counts as serving when the model looks.
+        Some(at) => tokio::time::sleep_until(at + std::time::Duration::from_micros(100)).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl ConnectionRouter for ApiFrontEnd {
+    fn route(&self) -> Route {
+        if !self.is_coupled() {
+            let unmodelled = self.unmodelled.lock().unwrap_or_else(|e| e.into_inner());
+            return Route::Process(unmodelled.clone());
+        }
+        let now = Instant::now();
+        let mut state = self.lock();
+        let chosen = if self.balanced() {
+            self.balance(&mut state, now)
+        } else {
+            let first = self.control_planes.first();
+            first.and_then(|node| self.pick(&state, node, now))
+        };
+        chosen.map_or(Route::Refuse, Route::Process)
+    }
+}
+
+impl ServingPolicy for ApiFrontEnd {
+    /// The processes that serve by their own account and can still be reached; `/version`
+    /// reports the newest version among them.
+    fn serving(&self, _snapshot: &ControlPlaneSnapshot) -> ApiServing {
+        let now = Instant::now();
+        let state = self.lock();
+        let backends: Vec<ApiBackend> = state
+            .nodes
+            .iter()
+            .flat_map(|(node, table)| table.values().map(move |e| (node, e)))
+            .filter(|(_, e)| e.view.holds_port && e.serving.serves(now))
+            .map(|(node, e)| ApiBackend {
+                node: node.clone(),
+                pod: e.view.pod.clone(),
+                process: Some(e.view.id),
+                image: e.view.image.clone(),
+            })
+            .collect();
+        let version = backends
+            .iter()
+            .filter_map(|b| {
+                let image = b.image.as_deref()?;
+                Some((image_version(image)?, ImageRef::parse(image).ok()?.tag?))
+            })
+            .max()
+            .map(|(_, tag)| tag);
+        ApiServing { backends, version }
+    }
+}
