@@ -104,6 +104,9 @@ async fn a_deleted_leader_pod_leaves_its_role_leaderless_for_about_one_lease_dur
             .leaderless_intervals(role, t0, Instant::now());
         assert_eq!(gaps.len(), 1, "{role:?}: {gaps:?}");
         let gap = gaps[0].1 - gaps[0].0;
+        println!(
+            "{role:?}: leaderless {gap:?} after its leader's pod was deleted (lease {lease:?})"
+        );
         assert_within(&format!("{role:?} gap"), gap, lease * 3 / 4, lease * 4);
         assert_ne!(new.node, old.node, "the standby on the other node");
 
@@ -144,6 +147,7 @@ async fn deleting_a_dead_leaders_lease_lets_a_standby_acquire_within_a_retry_per
     let gap = cluster
         .recorder()
         .longest_leaderless(role, t0, Instant::now());
+    println!("leaderless {gap:?}, acquired {after_delete:?} after the deletion (lease {lease:?})");
     assert!(
         gap < lease / 2,
         "leaderless for {gap:?}, not a lease duration"

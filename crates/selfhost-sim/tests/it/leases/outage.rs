@@ -64,6 +64,13 @@ async fn an_api_outage_past_the_renew_deadline_makes_both_leaders_exit_and_crash
             let gap = cluster
                 .recorder()
                 .longest_leaderless(role, t0, Instant::now());
+            println!(
+                "{what}: API down {:?}, leaderless {gap:?}, restarts {}",
+                up_at - down_at,
+                container_status(&cluster, role)
+                    .await
+                    .map_or(0, |s| s.restart_count)
+            );
             assert!(
                 gap > up_at - down_at,
                 "{what}: leaderless for {gap:?}, longer than the outage"
