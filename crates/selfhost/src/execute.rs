@@ -24,7 +24,9 @@ pub const FIELD_MANAGER: &str = "selfhost";
 pub enum Applied {
     /// It was written; the object now has this resourceVersion (if the answer said).
     Written {
-        /// The DaemonSet or object name.
+        /// What kind of object was written.
+        kind: Kind,
+        /// The object's name.
         name: String,
         /// Its new resourceVersion.
         resource_version: Option<String>,
@@ -54,6 +56,17 @@ fn superseded_or<T>(
     }
 }
 
+/// The kinds of object the engine writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A DaemonSet.
+    DaemonSet,
+    /// A Pod.
+    Pod,
+    /// A Lease.
+    Lease,
+}
+
 /// Performs an action step; `None` for steps that are not actions (waits and ends).
 /// `live` is the cached real DaemonSet an [`Update`] applies to.
 pub async fn perform(
@@ -76,9 +89,10 @@ pub async fn perform(
         }),
         ..DeleteParams::default()
     };
-    let written = |name: &str| {
+    let written = |kind: Kind, name: &str| {
         let name = name.to_string();
         move |rv: Option<String>| Applied::Written {
+            kind,
             name,
             resource_version: rv,
         }
@@ -94,7 +108,7 @@ pub async fn perform(
             .await;
             superseded_or(
                 result.map(|ds| ds.metadata.resource_version),
-                written(&name),
+                written(Kind::DaemonSet, &name),
             )
         }
         Step::AdoptBackup {
@@ -116,7 +130,10 @@ pub async fn perform(
                 || daemonsets.patch(name, &params, &merge),
             )
             .await;
-            superseded_or(result.map(|ds| ds.metadata.resource_version), written(name))
+            superseded_or(
+                result.map(|ds| ds.metadata.resource_version),
+                written(Kind::DaemonSet, name),
+            )
         }
         Step::UpdateReal(update) | Step::RollBack { update, .. } => {
             let Some(current) = live(&update.name) else {
@@ -133,7 +150,7 @@ pub async fn perform(
             .await;
             superseded_or(
                 result.map(|ds| ds.metadata.resource_version),
-                written(&update.name),
+                written(Kind::DaemonSet, &update.name),
             )
         }
         Step::DeleteOldPod {
@@ -149,7 +166,11 @@ pub async fn perform(
                 pods.delete(pod, &params)
             })
             .await;
-            superseded_or(result.map(|_| None), written(pod))
+            // A pod being deleted gracefully comes back with its new deletion time and
+            // resourceVersion: the watch must show that before the next decision.
+            let result =
+                result.map(|deleted| deleted.left().and_then(|p| p.metadata.resource_version));
+            superseded_or(result, written(Kind::Pod, pod))
         }
         Step::HandOverLease {
             lease,
@@ -163,7 +184,7 @@ pub async fn perform(
                 leases.delete(lease, &params)
             })
             .await;
-            superseded_or(result.map(|_| None), written(lease))
+            superseded_or(result.map(|_| None), written(Kind::Lease, lease))
         }
         Step::RemoveBackup { name, uid } => {
             let mut params = delete(uid.as_ref(), None);
@@ -174,7 +195,9 @@ pub async fn perform(
                 || daemonsets.delete(name, &params),
             )
             .await;
-            superseded_or(result.map(|_| None), written(name))
+            let result =
+                result.map(|deleted| deleted.left().and_then(|d| d.metadata.resource_version));
+            superseded_or(result, written(Kind::DaemonSet, name))
         }
         _ => return None,
     })

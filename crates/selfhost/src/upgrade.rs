@@ -16,7 +16,6 @@ use crate::events::{Event, Events};
 use crate::execute::{Applied, perform};
 use crate::observe::Observer;
 use crate::retry::RetryPolicy;
-use crate::view::caught_up;
 
 /// While a wait needs `/readyz` or `/version`, how often they are probed.
 const HEALTH_POLL: Duration = Duration::from_millis(500);
@@ -259,6 +258,7 @@ pub async fn run_component(
         };
         match result? {
             Applied::Written {
+                kind,
                 name,
                 resource_version,
             } => {
@@ -273,23 +273,21 @@ pub async fn run_component(
                         plan: format!("the API server accepted (dry run): {}", step.description()),
                     };
                 }
+                // Read our own write before deciding again, or the next decision would see
+                // the object as it was and ask for the same action.
                 let deadline = Instant::now() + READ_OWN_WRITE;
-                match resource_version {
-                    Some(rv) => {
-                        let _ = observer
-                            .view
-                            .wait_until("our write to show in the watch", deadline, |v| {
-                                v.daemonsets.state().iter().any(|d| {
-                                    d.metadata.name.as_deref() == Some(name.as_str())
-                                        && caught_up(d.metadata.resource_version.as_deref(), &rv)
-                                })
-                            })
-                            .await;
-                    }
-                    None => {
-                        let _ = observer.view.next_change(deadline).await;
-                    }
-                }
+                let deletion = matches!(
+                    step,
+                    Step::DeleteOldPod { .. }
+                        | Step::RemoveBackup { .. }
+                        | Step::HandOverLease { .. }
+                );
+                let _ = observer
+                    .view
+                    .wait_until("our write to show in the watch", deadline, |v| {
+                        v.shows(kind, &name, resource_version.as_deref(), deletion)
+                    })
+                    .await;
             }
             Applied::Superseded { why } => {
                 tracing::debug!(%component, step = step.name(), %why, "action superseded; observing again");

@@ -217,6 +217,46 @@ impl ClusterView {
     }
 }
 
+impl ClusterView {
+    /// Whether the caches show a write of ours: the object at `resource_version` or later; for
+    /// a deletion, also the object gone.
+    pub fn shows(
+        &self,
+        kind: crate::execute::Kind,
+        name: &str,
+        resource_version: Option<&str>,
+        deletion: bool,
+    ) -> bool {
+        use crate::execute::Kind;
+        let named = |n: &Option<String>| n.as_deref() == Some(name);
+        let rv_of = |found: Option<Option<String>>| match (found, resource_version) {
+            (Some(cached), Some(rv)) => caught_up(cached.as_deref(), rv),
+            (Some(_), None) => false,
+            (None, _) => deletion || resource_version.is_none(),
+        };
+        match kind {
+            Kind::DaemonSet => rv_of(
+                self.daemonsets
+                    .state()
+                    .iter()
+                    .find(|d| named(&d.metadata.name))
+                    .map(|d| d.metadata.resource_version.clone()),
+            ),
+            Kind::Pod => rv_of(
+                self.pods
+                    .state()
+                    .into_iter()
+                    .chain(self.backup_pods.state())
+                    .find(|p| named(&p.metadata.name))
+                    .map(|p| p.metadata.resource_version.clone()),
+            ),
+            // A handed-over Lease is usually taken (recreated) by a standby at once; the next
+            // decision reads the holder, and a stale precondition only gets a 409.
+            Kind::Lease => true,
+        }
+    }
+}
+
 /// Whether a cached object has caught up with a write that returned `written` as its
 /// resourceVersion. Resource versions are opaque, but every real apiserver (and ours) hands
 /// out increasing integers; if either does not parse, only equality counts.
