@@ -12,8 +12,9 @@
 //! expired (not renewed for their duration), once an hour.
 //!
 //! Here a process publishes while the model's serving policy counts it among the serving
-//! apiservers and it has not been told to stop (its post-start hooks' stop channel closes on
-//! SIGTERM); the collection runs while any apiserver with identity serves.
+//! apiservers: its Lease controller runs from the post-start hooks (once it serves) until the
+//! server stops accepting new requests (after `--shutdown-delay-duration`, when it leaves the
+//! port). The collection runs while any apiserver with identity serves.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -217,7 +218,7 @@ impl IdentityLeases {
                     .iter()
                     .find(|c| c.process == backend.process && c.pod.uid == backend.pod.uid)
             });
-            let Some(view) = view.filter(|c| !c.stopping) else {
+            let Some(view) = view else {
                 continue;
             };
             let Some(identity) = view.identity.clone() else {

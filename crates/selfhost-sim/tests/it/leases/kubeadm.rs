@@ -15,6 +15,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use selfhost_sim::SimCluster;
 use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::cluster::Handovers;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -122,14 +123,15 @@ async fn upgrade(cluster: &SimCluster, component: &str) {
     .await;
 }
 
-#[tokio::test]
-async fn kubeadms_sequence_leaves_each_role_leaderless_for_a_lease_duration_per_hand_over() {
+/// Runs kubeadm's sequence and checks the leaderless gaps of both roles.
+async fn kubeadms_sequence(handovers: Option<Handovers>) {
     let t = timings();
     let lease = t.leader_election.lease_duration;
     let cluster = start(
         SimCluster::builder()
             .mode(BootstrapMode::SelfHosted)
             .port_sharing(true)
+            .handovers(handovers)
             .timings(t),
     )
     .await;
@@ -169,7 +171,12 @@ async fn kubeadms_sequence_leaves_each_role_leaderless_for_a_lease_duration_per_
             .iter()
             .map(|(a, b)| *b - *a)
             .collect();
-        println!("{role:?}: leaderless {gaps:?} (lease {lease:?})");
+        let model = if handovers.is_some() {
+            "hand-over model"
+        } else {
+            "ideal apiservers"
+        };
+        println!("{model}, {role:?}: leaderless {gaps:?} (lease {lease:?})");
         assert_eq!(
             gaps.len(),
             2,
@@ -197,4 +204,14 @@ async fn kubeadms_sequence_leaves_each_role_leaderless_for_a_lease_duration_per_
         "the API itself stayed up while the controllers changed"
     );
     cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubeadms_sequence_leaves_each_role_leaderless_for_a_lease_duration_per_hand_over() {
+    kubeadms_sequence(None).await;
+}
+
+#[tokio::test]
+async fn kubeadms_sequence_under_the_hand_over_model_leaves_the_same_gaps() {
+    kubeadms_sequence(Some(Handovers::measured())).await;
 }
