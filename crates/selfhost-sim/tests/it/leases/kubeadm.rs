@@ -215,3 +215,56 @@ async fn kubeadms_sequence_leaves_each_role_leaderless_for_a_lease_duration_per_
 async fn kubeadms_sequence_under_the_hand_over_model_leaves_the_same_gaps() {
     kubeadms_sequence(Some(Handovers::measured())).await;
 }
+
+/// Without port sharing every backup and every new controller-manager or scheduler
+/// crash-loops on its port (`bind: address already in use`) until the process before it has
+/// gone, so each hand-over waits for a restart under the kubelet's back-off and then for a
+/// whole lease duration: the leaderless stretches grow (the real run: 38–92 s per change
+/// with a 15 s Lease).
+#[tokio::test]
+async fn without_port_sharing_each_hand_over_also_waits_for_a_crash_loop_back_off() {
+    let t = timings();
+    let lease = t.leader_election.lease_duration;
+    let back_off = t.kubelet.crash_loop.initial;
+    let cluster = start(
+        SimCluster::builder()
+            .mode(BootstrapMode::SelfHosted)
+            .port_sharing(false)
+            .handovers(Handovers::measured())
+            .timings(t),
+    )
+    .await;
+    let t0 = Instant::now();
+    for component in [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ] {
+        upgrade(&cluster, component).await;
+    }
+    wait_until("leaders again", || {
+        ROLES.iter().all(|r| holder(&cluster, *r).is_some())
+    })
+    .await;
+    let end = Instant::now();
+    for role in ROLES {
+        let gaps: Vec<_> = cluster
+            .recorder()
+            .leaderless_intervals(role, t0, end)
+            .iter()
+            .map(|(a, b)| *b - *a)
+            .collect();
+        println!("no port sharing, {role:?}: leaderless {gaps:?} (lease {lease:?})");
+        assert!(gaps.len() >= 2, "{role:?}: {gaps:?}");
+        let total: Duration = gaps.iter().sum();
+        assert!(
+            total >= lease * 2 + back_off,
+            "{role:?}: {total:?} in all, {gaps:?}"
+        );
+        assert!(
+            gaps.iter().all(|g| *g >= lease * 3 / 4),
+            "{role:?}: {gaps:?}"
+        );
+    }
+    cluster.shutdown().await;
+}
