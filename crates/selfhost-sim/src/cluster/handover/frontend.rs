@@ -42,6 +42,8 @@ pub struct ApiProcessState {
     pub shutting_down: bool,
     /// How many connections were handed to it.
     pub connections: u64,
+    /// When it accepts, is authorized and serves.
+    pub times: ProcessTimes,
 }
 
 #[derive(Debug)]
@@ -323,6 +325,7 @@ impl ApiFrontEnd {
                 ready: e.serving.is_ready(now),
                 shutting_down: e.serving.is_shutting_down(),
                 connections: e.serving.connections(),
+                times: e.serving.times(),
             })
             .collect()
     }

@@ -202,3 +202,212 @@ impl ReadinessModel for SharedPortReadiness {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::controllers::kubelet::{PortClaim, PortTable};
+
+    fn at(ms: u64) -> Timestamp {
+        clock::after(Timestamp::UNIX_EPOCH, Duration::from_millis(ms))
+    }
+
+    fn apiserver(
+        id: u64,
+        listening: Option<u64>,
+        accepts: Option<u64>,
+        ready: Option<u64>,
+    ) -> Process {
+        Process {
+            id: ProcessId(id),
+            pod_uid: format!("pod-{id}"),
+            container: "kube-apiserver".into(),
+            binary: Some(APISERVER.into()),
+            identity: format!("cp-1_{id}"),
+            started_at: at(0),
+            claim: PortClaim {
+                ports: vec![HostPort::tcp(6443)],
+                permit_sharing: true,
+            },
+            listening_since: listening.map(at),
+            accepts_at: accepts.map(at),
+            ready_at: ready.map(at),
+            shutdown_delay: Duration::ZERO,
+            listener_closes_at: None,
+            planned_exit: None,
+            state: ProcessState::Running,
+        }
+    }
+
+    #[test]
+    fn a_process_answers_ready_once_it_listens_accepts_and_has_started() {
+        let joining = apiserver(1, Some(200), Some(1_700), Some(3_500));
+        let cases = [(100, false), (1_000, false), (2_000, false), (3_500, true)];
+        for (ms, ready) in cases {
+            assert_eq!(answers_ready(&joining, at(ms)), ready, "at {ms} ms");
+        }
+        assert!(
+            !answers_ready(&apiserver(2, None, None, Some(0)), at(10)),
+            "no socket"
+        );
+        assert!(
+            !answers_ready(&apiserver(3, Some(0), None, None), at(10_000)),
+            "never ready"
+        );
+        let mut stopping = apiserver(4, Some(0), None, Some(0));
+        stopping.state = ProcessState::Stopping {
+            signalled_at: at(5),
+            kill_at: at(30_005),
+        };
+        assert!(
+            !answers_ready(&stopping, at(10)),
+            "readiness fails from SIGTERM on"
+        );
+    }
+
+    fn model(cross_talk: CrossTalk) -> SharedPortReadiness {
+        let handovers = Handovers {
+            cross_talk,
+            ..Handovers::measured()
+        };
+        SharedPortReadiness::new(
+            "cp-1",
+            Arc::new(Kernel::new(handovers.balancing, "cp-1")),
+            &handovers,
+            Duration::from_secs(1),
+            42,
+            Arc::default(),
+        )
+    }
+
+    /// Binds `newcomer` to a port `holders` hold and asks the model about it.
+    fn bind(model: &SharedPortReadiness, holders: &[Process], newcomer: &Process) -> Option<Exit> {
+        let mut ports = PortTable::default();
+        let mut processes = BTreeMap::new();
+        for p in holders.iter().chain([newcomer]) {
+            ports.bind(p.id, &p.claim).unwrap();
+            processes.insert(p.id, p.clone());
+        }
+        model.after_bind(&BindContext {
+            now: at(200),
+            process: newcomer,
+            processes: &processes,
+            ports: &ports,
+        })
+    }
+
+    #[test]
+    fn loopback_cross_talk_happens_at_the_measured_rate_and_only_on_a_shared_port() {
+        let old = apiserver(1, Some(0), Some(0), Some(0));
+        let new = apiserver(2, Some(200), Some(1_700), Some(3_500));
+        let measured = model(CrossTalk::measured());
+        let starts = 2_600;
+        let exits = (0..starts)
+            .filter(|_| bind(&measured, std::slice::from_ref(&old), &new).is_some())
+            .count();
+        let events = measured.log.lock().unwrap().clone();
+        // 2 in 26 starts: about 200 of 2,600, half of them fatal.
+        assert!(
+            (150..=250).contains(&events.len()),
+            "{} cross-talks",
+            events.len()
+        );
+        assert_eq!(exits, events.iter().filter(|e| e.fatal).count());
+        assert!(
+            (events.len() / 4..=events.len() * 3 / 4).contains(&exits),
+            "{exits} fatal"
+        );
+
+        let always = model(CrossTalk {
+            probability: 1.0,
+            fatal: 1.0,
+        });
+        let exit = bind(&always, std::slice::from_ref(&old), &new).expect("fatal");
+        assert_eq!(
+            exit.at,
+            at(1_700),
+            "when its loopback client runs: once it accepts"
+        );
+        assert_eq!(exit.code, 1);
+        assert!(
+            bind(&always, &[], &new).is_none(),
+            "alone on the port: nobody to reach"
+        );
+        assert!(bind(&model(CrossTalk::NEVER), &[old], &new).is_none());
+    }
+
+    fn probed(container_port: i32) -> k8s_openapi::api::core::v1::Container {
+        serde_json::from_value(serde_json::json!({
+            "name": "kube-apiserver",
+            "readinessProbe": {
+                "httpGet": { "path": "/readyz", "port": container_port },
+                "periodSeconds": 1,
+                "failureThreshold": 3,
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_probe_of_a_shared_port_is_answered_by_whichever_process_the_kernel_picks() {
+        let old = apiserver(1, Some(0), Some(0), Some(0));
+        let new = apiserver(2, Some(200), Some(1_700), Some(3_500));
+        let mut ports = PortTable::default();
+        let mut processes = BTreeMap::new();
+        for p in [&old, &new] {
+            ports.bind(p.id, &p.claim).unwrap();
+            processes.insert(p.id, p.clone());
+        }
+        let container = probed(6443);
+        let timings = crate::controllers::kubelet::Timings::realistic();
+        let behaviour = crate::controllers::kubelet::ImageBehaviour::default();
+        let probe = |model: &SharedPortReadiness, ms: u64| {
+            model.probe(&ProbeContext {
+                now: at(ms),
+                process: &new,
+                container: &container,
+                behaviour: &behaviour,
+                timings: &timings,
+                processes: &processes,
+                ports: &ports,
+            })
+        };
+        let in_turn = |lying| {
+            let handovers = Handovers {
+                balancing: super::super::PortBalancing::RoundRobin,
+                lying_probes: lying,
+                ..Handovers::measured()
+            };
+            SharedPortReadiness::new(
+                "cp-1",
+                Arc::new(Kernel::new(handovers.balancing, "cp-1")),
+                &handovers,
+                Duration::from_secs(1),
+                1,
+                Arc::default(),
+            )
+        };
+        // In turn: the new process (hangs), the old one (Ready), the new one...
+        let lying = in_turn(true);
+        let answers: Vec<bool> = (0..6).map(|i| probe(&lying, 300 + i * 100).ready).collect();
+        assert_eq!(
+            answers,
+            [false, true, true, true, true, true],
+            "one failure in a row never unreadies it"
+        );
+        let result = probe(&lying, 1_000);
+        assert_eq!(
+            result.recheck_at,
+            Some(at(2_000)),
+            "probed again after its period"
+        );
+        let honest = in_turn(false);
+        assert!(
+            !probe(&honest, 1_000).ready,
+            "its own process is not ready yet"
+        );
+        assert!(probe(&honest, 3_500).ready);
+    }
+}

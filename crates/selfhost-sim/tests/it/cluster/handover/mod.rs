@@ -8,6 +8,8 @@
 //! 3 s, the first crash-loop back-off 1 s. Assertions are bands around the modelled
 //! durations, wide enough for a loaded two-core machine.
 
+mod behaviours;
+mod http;
 mod scripted;
 
 use std::time::Duration;
@@ -15,7 +17,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::handover::{ApiProcessState, CrossTalk};
 use selfhost_sim::cluster::{Handovers, Leadership, Role};
@@ -156,4 +158,39 @@ pub fn backup_of(real: &DaemonSet, component: &str) -> DaemonSet {
     value["spec"]["template"]["metadata"]["labels"] = labels;
     value.as_object_mut().unwrap().remove("status");
     serde_json::from_value(value).unwrap()
+}
+/// Creates the backup DaemonSet of a component, running `image` instead of the real one's if
+/// given.
+pub async fn create_backup(cluster: &SimCluster, component: &str, image: Option<&str>) {
+    let api = daemonsets(cluster);
+    let real = api.get(&format!("self-hosted-{component}")).await.unwrap();
+    let mut backup = backup_of(&real, component);
+    if let Some(image) = image {
+        let spec = backup
+            .spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap();
+        spec.containers[0].image = Some(image.to_string());
+    }
+    api.create(&PostParams::default(), &backup)
+        .await
+        .expect("the backup is created");
+}
+
+/// The backup's apiserver process, once it has a socket.
+pub fn backup_process(cluster: &SimCluster) -> Option<ApiProcessState> {
+    processes(cluster)
+        .into_iter()
+        .find(|p| p.pod.starts_with("temp-upgrade-"))
+}
+
+/// The real DaemonSet's apiserver process on `node`, once it has a socket.
+pub fn real_process(cluster: &SimCluster, node: &str) -> Option<ApiProcessState> {
+    processes(cluster)
+        .into_iter()
+        .find(|p| p.node == node && p.pod.starts_with("self-hosted-kube-apiserver-"))
 }
