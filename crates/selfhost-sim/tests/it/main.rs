@@ -3,6 +3,7 @@
 // Tests state their expectations with unwrap/expect: a failure is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cluster;
 mod common;
 mod conformance;
 mod conformance_bodies;
@@ -13,5 +14,4 @@ mod conformance_tables;
 mod conformance_validation;
 mod conformance_watch;
 mod kubectl;
-mod cluster;
 mod leases;
