@@ -235,7 +235,7 @@ impl ApiFrontEnd {
         });
         for view in views {
             match table.get_mut(&view.id) {
-                Some(entry) if entry.view == view => {}
+                Some(entry) if !entry.view.differs_from(&view) => {}
                 Some(entry) => {
                     if view.stopping {
                         entry.serving.signal_shutdown();

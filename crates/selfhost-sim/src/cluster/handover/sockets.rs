@@ -30,6 +30,16 @@ pub(crate) struct ApiProcess {
     pub bind_rank: usize,
 }
 
+impl ApiProcess {
+    /// Whether `other` says something new about the same process: its socket or its stop.
+    /// (Its times, fixed at its start, are read anew on every publication and may differ by
+    /// the microseconds between two clock readings.)
+    pub(crate) fn differs_from(&self, other: &ApiProcess) -> bool {
+        (self.holds_port, self.stopping, self.bind_rank)
+            != (other.holds_port, other.stopping, other.bind_rank)
+    }
+}
+
 /// A wall-clock time of the kubelet on the monotonic clock (`now` seen on both).
 pub(crate) fn instant_of(at: Timestamp, now_wall: Timestamp, now: Instant) -> Instant {
     if at <= now_wall {
