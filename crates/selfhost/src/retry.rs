@@ -9,6 +9,9 @@ use tokio::time::Instant;
 
 use crate::error::{ApiCallError, FailureKind, retry_after};
 
+/// How many times a 403 is tried again (see [`with_retries`]).
+const FORBIDDEN_RETRIES: u32 = 2;
+
 /// How hard to try one API call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -52,6 +55,7 @@ where
     let started = Instant::now();
     let mut delay = policy.first_delay;
     let mut attempts = 0;
+    let mut forbidden = 0;
     loop {
         attempts += 1;
         let failure = match tokio::time::timeout(policy.attempt_timeout, op()).await {
@@ -59,9 +63,17 @@ where
             Ok(Err(err)) => {
                 let kind = FailureKind::of(&err);
                 let wait = retry_after(&err).unwrap_or(delay).min(policy.max_delay);
+                // A kube-apiserver that has just started can answer 403 before its
+                // authorization cache is loaded; behind a load balancer the next attempt
+                // may reach it or another one. A real denial stays a denial: two more
+                // tries, then its own message.
+                let early_denial = kind == FailureKind::Forbidden && forbidden < FORBIDDEN_RETRIES;
+                if early_denial {
+                    forbidden += 1;
+                }
                 (
                     ApiCallError::new(what, err, attempts),
-                    kind.is_retryable(),
+                    kind.is_retryable() || early_denial,
                     wait,
                 )
             }

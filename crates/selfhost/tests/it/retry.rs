@@ -87,3 +87,36 @@ async fn a_persistent_failure_gives_up_with_the_last_real_error() {
     );
     assert!(!text.contains("timed out waiting for the condition"));
 }
+
+#[tokio::test]
+async fn an_early_denial_is_tried_again_but_a_real_one_is_reported() {
+    let sim = sim().await;
+    let clients = crate::clients(sim.kubeconfig_path()).await;
+    let api: Api<ConfigMap> = Api::namespaced(clients.api.clone(), "kube-system");
+    let path = "/api/v1/namespaces/kube-system/configmaps/missing";
+    // One 403, as a just-started apiserver gives before its authorization cache is loaded.
+    sim.faults().inject(
+        RequestMatcher::path(path).method(Method::GET),
+        FaultAction::Status {
+            code: 403,
+            retry_after: None,
+        },
+        Some(1),
+    );
+    let got = with_retries("get ConfigMap missing", &quick(), || api.get_opt("missing")).await;
+    assert!(matches!(got, Ok(None)), "{got:?}");
+    // A lasting denial is reported after a few tries, in the server's words.
+    sim.faults().inject(
+        RequestMatcher::path(path).method(Method::GET),
+        FaultAction::Status {
+            code: 403,
+            retry_after: None,
+        },
+        None,
+    );
+    let err = with_retries("get ConfigMap missing", &quick(), || api.get_opt("missing"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FailureKind::Forbidden);
+    assert_eq!(err.attempts, 3);
+}
