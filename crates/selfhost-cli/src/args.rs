@@ -187,4 +187,8 @@ pub struct SimArgs {
     /// Self-hosted components without --permit-port-sharing.
     #[arg(long)]
     pub no_port_sharing: bool,
+    /// Hand-overs as in a diagram (a connection only ever reaches a Ready apiserver) instead
+    /// of as real processes perform them.
+    #[arg(long)]
+    pub idealised: bool,
 }

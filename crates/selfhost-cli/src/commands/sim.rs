@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::{Context, anyhow};
 use selfhost_sim::bootstrap::BootstrapMode;
-use selfhost_sim::cluster::{SimCluster, SimTimings};
+use selfhost_sim::cluster::{Handovers, SimCluster, SimTimings};
 
 use crate::args::{GlobalArgs, SimArgs};
 use crate::exit::{CliError, Outcome};
@@ -43,6 +43,10 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
         .port_sharing(port_sharing)
         .timings(timings)
         .tls(args.tls)
+        // What real control-plane processes do at a hand-over (listen-before-serve windows,
+        // lingering Terminating apiservers, lying probes, a load balancer before several
+        // nodes), unless the user asks for the idealised model.
+        .handovers((!args.idealised).then(Handovers::measured))
         .port(args.port)
         .kubeconfig_path(&kubeconfig)
         .start()

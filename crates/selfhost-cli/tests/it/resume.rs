@@ -208,3 +208,52 @@ async fn the_json_event_stream_tells_a_script_everything() {
         (Some("result"), Some("done"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_text_output_tells_a_person_what_happened() {
+    let sim = cluster(1).await;
+    let kubeconfig = sim.kubeconfig_path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        crate::selfhost()
+            .env("KUBECONFIG", kubeconfig)
+            .args(["apply", "v1.34.0", "--yes"])
+            .output()
+    })
+    .await
+    .expect("joined")
+    .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "results only; progress goes to stderr"
+    );
+    for component in [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ] {
+        assert!(
+            stderr.contains(&format!("{component}: create-backup:")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("{component}: done after")),
+            "{stderr}"
+        );
+    }
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with("the control plane runs v1.34.0"),
+        "{stderr}"
+    );
+    // Every progress line says when it happened.
+    assert!(
+        stderr
+            .lines()
+            .filter(|l| l.contains(": "))
+            .all(|l| l.starts_with('[') || !l.contains("kube-")),
+        "{stderr}"
+    );
+}
