@@ -55,9 +55,11 @@ fn block_on(
 }
 
 fn init_logging(verbose: u8) {
+    // kube-rs logs every dropped connection as an error; during an apiserver hand-over those
+    // are expected and the engine rides them out, so they are shown only with -vv and more.
     let default = match verbose {
-        0 => "warn",
-        1 => "info",
+        0 => "warn,kube_client=off,kube_runtime=off",
+        1 => "info,kube_client=off,kube_runtime=off",
         2 => "debug",
         _ => "trace",
     };

@@ -51,6 +51,8 @@ fn render(event: &Stamped) -> Option<String> {
     let at = format!("[{:>6.1}s]", event.at);
     Some(match &event.event {
         Event::ComponentStarted { component } => format!("{at} {component}: upgrading"),
+        // The end of a component is told by its component-finished line.
+        Event::Step { step, .. } if step == "done" => return None,
         Event::Step {
             component,
             step,
