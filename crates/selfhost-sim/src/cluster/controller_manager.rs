@@ -19,8 +19,8 @@ use super::api::{CallError, ClusterApi, uid_mismatch};
 use super::board::Signals;
 use super::daemonset_sync::{self, MANAGER};
 use super::events::{self, Involved, Source};
-use super::feed::RETRY_WHEN_DOWN;
 use super::informer::{Cache, Cursor};
+use super::leading::{Leading, run_while_leading};
 use super::model::Leadership;
 use super::timings::SimTimings;
 use crate::controllers::daemonset::{self, DaemonSetView, FailedPodBackoff};
@@ -62,6 +62,12 @@ impl Process {
     }
 }
 
+impl Leading for Process {
+    fn leadership(&self) -> &Leadership {
+        &self.leader
+    }
+}
+
 /// The controller-manager task.
 pub(crate) struct ControllerManager {
     pub api: ClusterApi,
@@ -71,35 +77,13 @@ pub(crate) struct ControllerManager {
 
 impl ControllerManager {
     /// Runs until shutdown.
-    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        let mut revisions = self.api.store().subscribe_revisions();
-        let mut process: Option<Process> = None;
-        loop {
-            let leader = self.signals.controller_manager.borrow_and_update().clone();
-            let mut wake_at = None;
-            if !leader.is_active() {
-                process = None;
-            } else if self.api.is_up() {
-                let p = match process.take() {
-                    Some(p) if p.leader == leader => process.insert(p),
-                    _ => process.insert(Process::new(leader)),
-                };
-                revisions.borrow_and_update();
-                wake_at = match self.pass(p) {
-                    Ok(next) => next,
-                    Err(_) => Some(Instant::now() + RETRY_WHEN_DOWN),
-                };
-            } else {
-                wake_at = Some(Instant::now() + RETRY_WHEN_DOWN);
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = revisions.changed(), if process.is_some() => {}
-                _ = self.signals.controller_manager.changed() => {}
-                _ = self.signals.api_up.changed() => {}
-                _ = sleep_until(wake_at) => {}
-            }
-        }
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
+        let leadership = self.signals.controller_manager.clone();
+        let api_up = self.signals.api_up.clone();
+        run_while_leading(&self.api, leadership, api_up, shutdown, Process::new, |p| {
+            self.pass(p)
+        })
+        .await;
     }
 
     /// One round over the caches; when to come back even if nothing changes.
@@ -315,11 +299,4 @@ fn delete_pod(api: &ClusterApi, pod: &Pod, grace: Option<i64>) -> Result<(), Cal
         ..DeleteOptions::default()
     };
     tolerate_gone(api.delete(&PODS, &r.namespace, &r.name, &options))
-}
-
-pub(crate) async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }

@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, typed};
 use super::board::{Board, Signals};
-use super::controller_manager::sleep_until;
 use super::leader_election::whole_seconds;
+use super::leading::sleep_until;
 use super::model::image_version;
 use crate::controllers::clock;
 use crate::resources::LEASES;

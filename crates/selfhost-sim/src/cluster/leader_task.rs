@@ -39,12 +39,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, typed};
 use super::board::Board;
-use super::controller_manager::sleep_until;
 use super::feed::NodeInput;
 use super::leader_election::{
     Candidate, Due, LEADER_LEASE_NAMESPACE, LeaderElectionTimings, LeaderRecord, LeaseRelease,
     leader_lease_name,
 };
+use super::leading::sleep_until;
 use super::model::{ControlPlaneSnapshot, LeaderPolicy, Leadership, ProcessRef, Role};
 use crate::controllers::kubelet::NodeState;
 use crate::error::ApiError;

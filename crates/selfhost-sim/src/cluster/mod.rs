@@ -44,6 +44,7 @@ mod informer;
 mod leader_election;
 mod leader_task;
 mod leader_timeline;
+mod leading;
 pub mod model;
 mod node_agent;
 mod prober;

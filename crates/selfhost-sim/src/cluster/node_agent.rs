@@ -21,6 +21,7 @@ use super::board::Board;
 use super::events::{self, Involved, Source};
 use super::feed::{NodeInput, RETRY_WHEN_DOWN};
 use super::handover::ApiFrontEnd;
+use super::leading::sleep_until;
 use super::model::NodeContainers;
 use super::recorder::AvailabilityRecorder;
 use super::registry::RegistryHandle;
@@ -407,12 +408,5 @@ fn ignore_gone(e: CallError) -> Result<(), CallError> {
         Ok(())
     } else {
         Err(e)
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }

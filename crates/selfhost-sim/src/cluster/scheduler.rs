@@ -9,15 +9,13 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, uid_mismatch};
 use super::board::Signals;
-use super::controller_manager::sleep_until;
 use super::events::{self, Involved, Source};
-use super::feed::RETRY_WHEN_DOWN;
 use super::informer::{Cache, Cursor};
+use super::leading::{Leading, run_while_leading};
 use super::model::Leadership;
 use crate::controllers::objects::{self, condition};
 use crate::controllers::scheduler::{self, FitError, SCHEDULER_NAME};
@@ -38,6 +36,12 @@ struct Process {
     unfinished: bool,
 }
 
+impl Leading for Process {
+    fn leadership(&self) -> &Leadership {
+        &self.leader
+    }
+}
+
 /// The scheduler task.
 pub(crate) struct Scheduler {
     pub api: ClusterApi,
@@ -46,40 +50,20 @@ pub(crate) struct Scheduler {
 
 impl Scheduler {
     /// Runs until shutdown.
-    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        let mut revisions = self.api.store().subscribe_revisions();
-        let mut process: Option<Process> = None;
-        loop {
-            let leader = self.signals.scheduler.borrow_and_update().clone();
-            let mut wake_at = None;
-            if !leader.is_active() {
-                process = None;
-            } else if self.api.is_up() {
-                let p = match process.take() {
-                    Some(p) if p.leader == leader => process.insert(p),
-                    _ => process.insert(Process {
-                        leader,
-                        cursor: Cursor::default(),
-                        pods: Cache::new(PODS, None),
-                        nodes: Cache::new(NODES, None),
-                        unfinished: false,
-                    }),
-                };
-                revisions.borrow_and_update();
-                if self.pass(p).is_err() {
-                    wake_at = Some(Instant::now() + RETRY_WHEN_DOWN);
-                }
-            } else {
-                wake_at = Some(Instant::now() + RETRY_WHEN_DOWN);
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = revisions.changed(), if process.is_some() => {}
-                _ = self.signals.scheduler.changed() => {}
-                _ = self.signals.api_up.changed() => {}
-                _ = sleep_until(wake_at) => {}
-            }
-        }
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
+        let leadership = self.signals.scheduler.clone();
+        let api_up = self.signals.api_up.clone();
+        let start = |leader| Process {
+            leader,
+            cursor: Cursor::default(),
+            pods: Cache::new(PODS, None),
+            nodes: Cache::new(NODES, None),
+            unfinished: false,
+        };
+        run_while_leading(&self.api, leadership, api_up, shutdown, start, |p| {
+            self.pass(p).map(|()| None)
+        })
+        .await;
     }
 
     fn pass(&self, p: &mut Process) -> Result<(), CallError> {
