@@ -62,8 +62,9 @@ impl fmt::Display for CliError {
     }
 }
 
-/// Errors that escape a command without a classification are failures of the tool's own
-/// work (exit 1 is reserved for "rolled back"; an unexpected error changed nothing we know of).
+/// An error that escapes a command without a classification exits 1, "failed, the cluster
+/// is as it was": it stopped the command before any change of its own (a write that fails
+/// mid-upgrade is classified by the command, as exit 4).
 impl From<anyhow::Error> for CliError {
     fn from(error: anyhow::Error) -> Self {
         CliError {

@@ -48,6 +48,13 @@ pub fn print(text: &str) -> anyhow::Result<()> {
     stdout.flush().context("writing to stdout")
 }
 
+/// Writes one value as a single JSON line on stdout (`-o json` event streams).
+pub fn json_line<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let line = serde_json::to_string(value).context("rendering JSON")?;
+    print(&(line + "\n"))
+}
+
 /// Writes `message` on stderr, plainly.
 pub fn say(message: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr(), "{message}");

@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// Read timeout of the probe client: an apiserver that takes longer to answer `/readyz` is
 /// not serving in any sense that matters during a hand-over.
@@ -261,7 +261,8 @@ fn read_kubeconfig(source: &KubeconfigSource) -> Result<Kubeconfig, ClientError>
         })?;
         let config = Kubeconfig::from_yaml(&text).map_err(|e| ClientError::Parse {
             path: shown.clone(),
-            detail: parse_detail(&e),
+            // kube's message for a parse error carries serde-saphyr's line and column.
+            detail: e.to_string(),
         })?;
         merged = Some(match merged {
             None => config,
@@ -272,11 +273,6 @@ fn read_kubeconfig(source: &KubeconfigSource) -> Result<Kubeconfig, ClientError>
         });
     }
     merged.ok_or(ClientError::NoKubeconfig)
-}
-
-fn parse_detail(err: &KubeconfigError) -> String {
-    // kube's message for a parse error already carries serde-saphyr's line and column.
-    err.to_string()
 }
 
 #[cfg(test)]

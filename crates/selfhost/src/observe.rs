@@ -98,7 +98,8 @@ impl Observer {
         health
     }
 
-    fn daemonset(&self, name: &str) -> Option<Arc<DaemonSet>> {
+    /// The cached DaemonSet `name` in kube-system, if it exists.
+    pub fn daemonset(&self, name: &str) -> Option<Arc<DaemonSet>> {
         self.view
             .daemonsets
             .state()

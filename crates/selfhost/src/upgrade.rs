@@ -243,15 +243,7 @@ pub async fn run_component(
                 detail: step.description(),
             });
         }
-        let live = |name: &str| {
-            observer
-                .view
-                .daemonsets
-                .state()
-                .into_iter()
-                .find(|d| d.metadata.name.as_deref() == Some(name))
-                .map(|d| (*d).clone())
-        };
+        let live = |name: &str| observer.daemonset(name).map(|d| (*d).clone());
         let Some(result) = perform(client, &step, live, &options.retry, options.dry_run).await
         else {
             continue;

@@ -143,11 +143,7 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
         if !json {
             ui::say(super::plan::render_text(&plan));
         } else {
-            ui::print(
-                &(serde_json::to_string(&serde_json::json!({"event": "refused", "plan": plan}))
-                    .unwrap_or_default()
-                    + "\n"),
-            )?;
+            ui::json_line(&serde_json::json!({"event": "refused", "plan": plan}))?;
         }
         return Err(CliError {
             outcome: Outcome::Refused,
@@ -168,10 +164,8 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
             plan.target_version
         );
         if json {
-            ui::print(
-                &(serde_json::json!({"event": "result", "outcome": "done", "message": message})
-                    .to_string()
-                    + "\n"),
+            ui::json_line(
+                &serde_json::json!({"event": "result", "outcome": "done", "message": message}),
             )?;
         } else {
             ui::say(message);
@@ -203,7 +197,7 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
         let mut last_wait: Option<f64> = None;
         while let Some(event) = receiver.recv().await {
             if json {
-                let _ = ui::print(&(serde_json::to_string(&event).unwrap_or_default() + "\n"));
+                let _ = ui::json_line(&event);
                 continue;
             }
             if matches!(event.event, Event::Waiting { .. }) {
@@ -281,10 +275,8 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
             Outcome::Refused => "refused",
             Outcome::NotRestored => "not-restored",
         };
-        ui::print(
-            &(serde_json::json!({"event": "result", "outcome": name, "message": message})
-                .to_string()
-                + "\n"),
+        ui::json_line(
+            &serde_json::json!({"event": "result", "outcome": name, "message": message}),
         )?;
     }
     if outcome == Outcome::Done {
