@@ -178,7 +178,7 @@ impl IdentityLeases {
                 if let Err(e) = self.renew(p) {
                     tracing::debug!(lease = p.lease, error = %e, "identity Lease not renewed");
                 }
-                p.next_at = now + self.timings.renew_interval;
+                p.next_at = next_renewal(p.next_at, now, self.timings.renew_interval);
             }
             gc_at = match gc_at {
                 _ if publishers.is_empty() => None,
@@ -326,6 +326,19 @@ impl IdentityLeases {
 }
 
 /// An identity Lease without a renewal time or duration, or not renewed for its duration.
+/// When a process renews next, after the renewal due at `due` was made at `now`: on its own
+/// clock, as each real process does. A late wake-up of the shared loop must not bring two
+/// processes of one host into phase, or the one renewing second would hold the shared Lease at
+/// every moment a client looks, and the other would never be seen serving.
+fn next_renewal(due: Instant, now: Instant, interval: Duration) -> Instant {
+    let interval = interval.max(Duration::from_millis(1));
+    let mut next = due + interval;
+    while next <= now {
+        next += interval;
+    }
+    next
+}
+
 fn is_expired(lease: &Lease, now: Timestamp) -> bool {
     let spec = lease.spec.clone().unwrap_or_default();
     let (Some(renewed), Some(seconds)) = (spec.renew_time, spec.lease_duration_seconds) else {
@@ -338,6 +351,24 @@ fn is_expired(lease: &Lease, now: Timestamp) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_processes_keep_their_own_renewal_phases_after_a_late_wake_up() {
+        let t0 = Instant::now();
+        let interval = Duration::from_millis(100);
+        let (old, new) = (
+            t0 + Duration::from_millis(100),
+            t0 + Duration::from_millis(130),
+        );
+        // The loop wakes 250 ms late, with both renewals overdue.
+        let late = t0 + Duration::from_millis(380);
+        let (old, new) = (
+            next_renewal(old, late, interval),
+            next_renewal(new, late, interval),
+        );
+        assert_eq!(old, t0 + Duration::from_millis(400));
+        assert_eq!(new, t0 + Duration::from_millis(430), "still 30 ms apart");
+    }
 
     #[test]
     fn lease_names_hash_the_hostname_like_kube_apiserver() {
