@@ -1,0 +1,396 @@
+//! One run: a simulated cluster shaped by the scenario, the real `selfhost` binary upgrading
+//! it under the fault schedule (SIGKILLed and run again where the scenario says), then every
+//! invariant checked.
+
+use std::io::{BufRead, BufReader, Read, Seek};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use selfhost_core::Component;
+use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::cluster::{Handovers, ProberOptions};
+use selfhost_sim::{SimCluster, SimTimings};
+use tokio::time::Instant;
+
+use super::invariants::{self, Snapshot};
+use super::scenario::{Breakage, Kill, Scenario};
+use super::schedule::{FaultLog, Schedule};
+use super::writer::{ANNOTATION, Writer, WriterLog};
+
+/// At most this many invocations of the tool per run (the first, one after a SIGKILL, and
+/// re-runs after refusals while a node was NotReady).
+const MAX_INVOCATIONS: usize = 6;
+/// A single invocation that takes longer than this is killed and counts as a violation.
+const INVOCATION_LIMIT: Duration = Duration::from_secs(240);
+
+/// What one invocation of the binary did.
+#[derive(Debug, Default)]
+struct Invocation {
+    events: Vec<serde_json::Value>,
+    code: Option<i32>,
+    killed: bool,
+    timed_out: bool,
+    not_json: Vec<String>,
+    stderr: String,
+}
+
+/// The result of one run.
+#[derive(Debug)]
+pub struct RunResult {
+    pub scenario: Scenario,
+    pub exit: Option<i32>,
+    pub invocations: usize,
+    pub killed: bool,
+    pub refused_while_not_ready: usize,
+    pub faults: FaultLog,
+    pub writer: Option<WriterLog>,
+    pub violations: Vec<String>,
+    pub seconds: f64,
+    /// The last lines the tool wrote to stderr, for a failure's diagnosis.
+    pub stderr_tail: String,
+}
+
+fn image(component: Component, version: &str) -> String {
+    format!("registry.k8s.io/{}:{version}", component.name())
+}
+
+fn invoke(kubeconfig: std::path::PathBuf, scenario: &Scenario, kill: Option<Kill>) -> Invocation {
+    let mut stderr = tempfile::tempfile().expect("a temporary file");
+    let timeout = format!("{}s", scenario.timeout().as_secs());
+    let child = Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
+        .env_remove("KUBECONFIG")
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "apply",
+            &scenario.to,
+            "--yes",
+            "-o",
+            "json",
+            "--timeout",
+            &timeout,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr.try_clone().expect("a second handle"))
+        .spawn()
+        .expect("selfhost runs");
+    let child: Arc<Mutex<Child>> = Arc::new(Mutex::new(child));
+    let stdout = child
+        .lock()
+        .unwrap()
+        .stdout
+        .take()
+        .expect("stdout is piped");
+    // A watchdog: an invocation that hangs is killed, and says so.
+    let (done, finished) = mpsc::channel::<()>();
+    let watchdog = {
+        let child = child.clone();
+        std::thread::spawn(move || {
+            if finished.recv_timeout(INVOCATION_LIMIT).is_err() {
+                let _ = child.lock().unwrap().kill();
+                return true;
+            }
+            false
+        })
+    };
+    let mut out = Invocation::default();
+    let mut steps = 0;
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+            out.not_json.push(line);
+            continue;
+        };
+        let is_step = event["event"] == "step";
+        out.events.push(event);
+        if is_step {
+            steps += 1;
+            if let Some(k) = kill
+                && steps == k.after_step
+            {
+                std::thread::sleep(k.delay);
+                let _ = child.lock().unwrap().kill();
+                out.killed = true;
+                break;
+            }
+        }
+    }
+    let status = child
+        .lock()
+        .unwrap()
+        .wait()
+        .expect("the child is waited for");
+    let _ = done.send(());
+    out.timed_out = watchdog.join().unwrap_or(false);
+    out.code = status.code();
+    let _ = stderr.rewind();
+    let mut text = String::new();
+    let _ = stderr.read_to_string(&mut text);
+    out.stderr = text;
+    out
+}
+
+async fn start_cluster(scenario: &Scenario) -> SimCluster {
+    SimCluster::builder()
+        .control_plane_nodes(scenario.control_plane)
+        .workers(scenario.workers)
+        .version(&scenario.from)
+        .mode(BootstrapMode::SelfHosted)
+        .port_sharing(true)
+        .timings(SimTimings::scaled(scenario.speedup))
+        .handovers(scenario.measured_handovers.then(Handovers::measured))
+        .bootstrap_timeout(Duration::from_secs(120))
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("seed {}: the cluster starts: {e}", scenario.seed))
+}
+
+fn break_target(sim: &SimCluster, scenario: &Scenario) {
+    let Some((component, how)) = scenario.broken else {
+        return;
+    };
+    let target = image(component, &scenario.to);
+    match how {
+        Breakage::Unpullable => sim.registry().make_unpullable(&target),
+        // Two real seconds, at the cluster's speed.
+        Breakage::CrashLoop => sim
+            .registry()
+            .make_crash_loop(
+                &target,
+                Duration::from_millis(2_000 / u64::from(scenario.speedup)),
+            )
+            .expect("a valid image"),
+        Breakage::NeverReady => sim
+            .registry()
+            .make_never_ready(&target)
+            .expect("a valid image"),
+    }
+}
+
+/// The outcome the scenario calls for: the components on the target, the exit code, and how
+/// the last message begins.
+fn expected(scenario: &Scenario) -> (Vec<Component>, i32, String, String) {
+    match scenario.broken {
+        None => (
+            Component::ALL.to_vec(),
+            0,
+            "done".into(),
+            format!("the control plane runs {}", scenario.to),
+        ),
+        Some((failing, _)) => (
+            Component::ALL
+                .into_iter()
+                .take_while(|c| *c != failing)
+                .collect(),
+            1,
+            "rolled-back".into(),
+            format!("{failing} failed and was rolled back to its original template"),
+        ),
+    }
+}
+
+/// Runs one scenario and checks every invariant.
+pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
+    let began = Instant::now();
+    let sim = Arc::new(start_cluster(&scenario).await);
+    break_target(&sim, &scenario);
+    let snapshot = Snapshot::take(&sim);
+    let prober = sim
+        .prober(ProberOptions {
+            // An API object, as clients read: an apiserver in its shutdown delay fails
+            // /readyz on purpose while it still serves.
+            read_path: "/api/v1/namespaces/kube-system".into(),
+            config_map: invariants::PROBER_CONFIG_MAP.into(),
+            ..ProberOptions::default()
+        })
+        .await
+        .expect("a prober");
+    let writer = match scenario.writer_every {
+        Some(every) => Some(Writer::start(&sim, every).await),
+        None => None,
+    };
+    let start = Instant::now();
+    let schedule = Schedule::start(sim.clone(), &scenario, start);
+    let mut violations = Vec::new();
+    let mut invocations = Vec::new();
+    let mut refused_while_not_ready = 0;
+    let final_invocation = loop {
+        let kill = if invocations.is_empty() {
+            scenario.kill
+        } else {
+            None
+        };
+        let invocation_start = Instant::now();
+        let (kubeconfig, s) = (sim.kubeconfig_path().to_path_buf(), scenario.clone());
+        let invocation = tokio::task::spawn_blocking(move || invoke(kubeconfig, &s, kill))
+            .await
+            .expect("the invocation thread");
+        let again = if invocation.killed {
+            true
+        } else if invocation.code == Some(3)
+            && (schedule.node_was_not_ready_since(invocation_start) || schedule.not_ready_pending())
+        {
+            // Preflight refuses while a control-plane node is NotReady: correct, and what an
+            // operator does next is wait for the node and run again.
+            refused_while_not_ready += 1;
+            while schedule.not_ready_pending() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            true
+        } else {
+            false
+        };
+        let last = !again || invocations.len() + 1 >= MAX_INVOCATIONS;
+        invocations.push(invocation);
+        if last {
+            break invocations.len() - 1;
+        }
+    };
+    let end = Instant::now();
+    if verbose {
+        for (n, inv) in invocations.iter().enumerate() {
+            println!(
+                "invocation {n} (exit {:?}, killed {}):",
+                inv.code, inv.killed
+            );
+            for e in inv.events.iter().filter(|e| e["event"] != "waiting") {
+                println!("  {e}");
+            }
+        }
+    }
+    let writer = match writer {
+        Some(w) => Some(w.stop().await),
+        None => None,
+    };
+    let probes = prober.stop().await;
+    let faults = schedule.stop(&sim).await;
+
+    let last = &invocations[final_invocation];
+    let (upgraded, code, outcome, message) = expected(&scenario);
+    for inv in &invocations {
+        if inv.timed_out {
+            violations.push(format!("an invocation hung for {INVOCATION_LIMIT:?}"));
+        }
+        if !inv.not_json.is_empty() {
+            violations.push(format!("stdout lines not JSON: {:?}", inv.not_json));
+        }
+    }
+    if last.killed {
+        violations.push(format!("still killed after {MAX_INVOCATIONS} invocations"));
+    }
+    let result = last.events.last();
+    if last.code != Some(code) {
+        violations.push(format!(
+            "exit {:?}, expected {code}; last event {}",
+            last.code,
+            result.map(|e| e.to_string()).unwrap_or_default()
+        ));
+    } else {
+        let (got_outcome, got_message) = result
+            .map(|e| {
+                (
+                    e["outcome"].as_str().unwrap_or(""),
+                    e["message"].as_str().unwrap_or(""),
+                )
+            })
+            .unwrap_or_default();
+        let message_ok = got_message.starts_with(&message)
+            || (code == 0
+                && got_message
+                    == format!(
+                        "the control plane already runs {}; nothing to do",
+                        scenario.to
+                    ));
+        if result.map(|e| &e["event"]) != Some(&"result".into())
+            || got_outcome != outcome
+            || !message_ok
+        {
+            violations.push(format!(
+                "exit {code} with last event {}; expected outcome {outcome:?}, message {message:?}",
+                result.map(|e| e.to_string()).unwrap_or_default()
+            ));
+        }
+    }
+    if matches!(last.code, Some(0 | 1)) {
+        let upgraded = if last.code == Some(0) {
+            Component::ALL.to_vec()
+        } else {
+            upgraded
+        };
+        violations.extend(invariants::version_violations(
+            &sim,
+            &snapshot,
+            &upgraded,
+            &scenario.to,
+        ));
+        violations.extend(invariants::leftovers(&sim));
+    }
+    violations.extend(snapshot.foreign_changes(&sim));
+    violations.extend(invariants::availability_violations(
+        &sim,
+        &probes,
+        start,
+        end,
+        &faults.forced,
+        scenario.measured_handovers,
+        scenario.control_plane,
+    ));
+    if let Some(w) = &writer {
+        for component in Component::ALL {
+            let name = component.daemonset_name();
+            let acknowledged = w.last_acknowledged.get(&name).copied().unwrap_or(0);
+            let now = sim
+                .store()
+                .get_opt(&selfhost_sim::resources::DAEMONSETS, "kube-system", &name)
+                .and_then(|d| {
+                    d.pointer(&format!(
+                        "/metadata/annotations/{}",
+                        ANNOTATION.replace('/', "~1")
+                    ))
+                    .and_then(|v| v.as_str())
+                    .and_then(|v| v.parse::<u64>().ok())
+                })
+                .unwrap_or(0);
+            if now < acknowledged {
+                violations.push(format!(
+                    "{name}: the concurrent writer's annotation went back from {acknowledged} to {now}"
+                ));
+            }
+        }
+    }
+    let stderr_tail = invocations
+        .iter()
+        .map(|i| i.stderr.as_str())
+        .collect::<Vec<_>>()
+        .join("--- next invocation ---\n");
+    let stderr_tail = stderr_tail
+        .lines()
+        .rev()
+        .take(if verbose { usize::MAX } else { 12 })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
+    let result = RunResult {
+        exit: last.code,
+        invocations: invocations.len(),
+        killed: invocations.iter().any(|i| i.killed),
+        refused_while_not_ready,
+        faults,
+        writer,
+        violations,
+        seconds: began.elapsed().as_secs_f64(),
+        stderr_tail,
+        scenario,
+    };
+    match Arc::try_unwrap(sim) {
+        Ok(sim) => sim.shutdown().await,
+        Err(sim) => drop(sim),
+    }
+    result
+}
