@@ -27,6 +27,9 @@ const READ_OWN_WRITE: Duration = Duration::from_secs(10);
 /// An action the state machine keeps asking for after it was done this many times in a row
 /// means the cluster does not take it; stop rather than loop.
 const MAX_REPEATS: u32 = 5;
+/// After a 409 or 404 (the cluster moved on since the observation), how long to wait for the
+/// watches to show the change before deciding again.
+const SUPERSEDED_WAIT: Duration = Duration::from_millis(500);
 
 /// How a component's run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,6 +153,8 @@ pub async fn run_component(
     let mut last_step: Option<(String, String)> = None;
     let mut last_pending: Option<Vec<String>> = None;
     let mut repeats = 0;
+    // Since when the same action has been answered 409/404 without a write in between.
+    let mut superseded_since: Option<Instant> = None;
     let outcome = loop {
         let obs = observer.observe(component).await;
         let step = next_step(&obs, target);
@@ -236,7 +241,11 @@ pub async fn run_component(
 
         // An action.
         repeats = if same_as_before { repeats + 1 } else { 1 };
-        if repeats > MAX_REPEATS {
+        if !same_as_before {
+            superseded_since = None;
+        }
+        let superseded_too_long = superseded_since.is_some_and(|at| at.elapsed() > READ_OWN_WRITE);
+        if repeats > MAX_REPEATS || superseded_too_long {
             return Err(ExecuteError::Stuck {
                 component,
                 step: step.name().to_string(),
@@ -254,6 +263,7 @@ pub async fn run_component(
                 name,
                 resource_version,
             } => {
+                superseded_since = None;
                 events.emit(Event::Action {
                     component,
                     step: step.name().to_string(),
@@ -283,6 +293,16 @@ pub async fn run_component(
             }
             Applied::Superseded { why } => {
                 tracing::debug!(%component, step = step.name(), %why, "action superseded; observing again");
+                // Not an action without effect: the API is ahead of our watches (a concurrent
+                // writer, a pod already gone, a watch relisting after 410). Deciding again at
+                // once would decide on the same stale view and burn the repeats in
+                // milliseconds; wait for the view to change, for at most READ_OWN_WRITE in all.
+                repeats -= 1;
+                superseded_since.get_or_insert_with(Instant::now);
+                let _ = observer
+                    .view
+                    .next_change(Instant::now() + SUPERSEDED_WAIT)
+                    .await;
             }
         }
     };
