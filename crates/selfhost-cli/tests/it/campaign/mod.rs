@@ -57,6 +57,7 @@ struct Figures {
     invocations: usize,
     kills: usize,
     refused_while_not_ready: usize,
+    refused_while_api_down: usize,
     errors_fired: BTreeMap<&'static str, u64>,
     watch_drops: u64,
     expiries: u64,
@@ -76,6 +77,7 @@ impl Figures {
         self.invocations += r.invocations;
         self.kills += usize::from(r.killed);
         self.refused_while_not_ready += r.refused_while_not_ready;
+        self.refused_while_api_down += r.refused_while_api_down;
         for (kind, n) in r.faults.fired_by_kind() {
             *self.errors_fired.entry(kind).or_default() += n;
         }
@@ -104,8 +106,8 @@ impl Figures {
         let _ = writeln!(s, "  exit codes: {:?}", self.exits);
         let _ = writeln!(
             s,
-            "  invocations {}, SIGKILLs {}, refusals while a node was NotReady {}",
-            self.invocations, self.kills, self.refused_while_not_ready
+            "  invocations {}, SIGKILLs {}, refusals while a node was NotReady {} / while a crash held the API down {}",
+            self.invocations, self.kills, self.refused_while_not_ready, self.refused_while_api_down
         );
         let _ = writeln!(s, "  request errors fired: {:?}", self.errors_fired);
         let _ = writeln!(

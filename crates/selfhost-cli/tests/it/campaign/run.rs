@@ -19,7 +19,7 @@ use super::schedule::{FaultLog, Schedule};
 use super::writer::{ANNOTATION, Writer, WriterLog};
 
 /// At most this many invocations of the tool per run (the first, one after a SIGKILL, and
-/// re-runs after refusals while a node was NotReady).
+/// re-runs after refusals while a node was NotReady or the API was down).
 const MAX_INVOCATIONS: usize = 6;
 /// A single invocation that takes longer than this is killed and counts as a violation.
 const INVOCATION_LIMIT: Duration = Duration::from_secs(240);
@@ -43,6 +43,7 @@ pub struct RunResult {
     pub invocations: usize,
     pub killed: bool,
     pub refused_while_not_ready: usize,
+    pub refused_while_api_down: usize,
     pub faults: FaultLog,
     pub writer: Option<WriterLog>,
     pub violations: Vec<String>,
@@ -218,6 +219,7 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
     let mut violations = Vec::new();
     let mut invocations = Vec::new();
     let mut refused_while_not_ready = 0;
+    let mut refused_while_api_down = 0;
     let final_invocation = loop {
         let kill = if invocations.is_empty() {
             scenario.kill
@@ -229,17 +231,27 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
         let invocation = tokio::task::spawn_blocking(move || invoke(kubeconfig, &s, kill))
             .await
             .expect("the invocation thread");
+        let refused = invocation.code == Some(3);
         let again = if invocation.killed {
             true
-        } else if invocation.code == Some(3)
-            && (schedule.node_was_not_ready_since(invocation_start) || schedule.not_ready_pending())
+        } else if refused
+            && invocation.events.iter().any(|e| e["event"] == "refused")
+            && schedule.node_was_not_ready_since(invocation_start)
         {
             // Preflight refuses while a control-plane node is NotReady: correct, and what an
             // operator does next is wait for the node and run again.
             refused_while_not_ready += 1;
-            while schedule.not_ready_pending() {
+            while schedule.not_ready_open() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            true
+        } else if refused
+            && invocation.stderr.contains("cannot reach the API server")
+            && schedule.api_forced_down_between(invocation_start, Instant::now())
+        {
+            // The API was down (a crash-restart of the schedule) when the tool connected: it
+            // says so and changes nothing; the operator runs it again.
+            refused_while_api_down += 1;
             true
         } else {
             false
@@ -381,6 +393,7 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
         invocations: invocations.len(),
         killed: invocations.iter().any(|i| i.killed),
         refused_while_not_ready,
+        refused_while_api_down,
         faults,
         writer,
         violations,

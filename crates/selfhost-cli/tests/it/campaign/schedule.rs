@@ -191,10 +191,18 @@ impl Schedule {
             || l.not_ready_windows.iter().any(|(_, to)| *to >= since)
     }
 
-    /// Whether a NotReady window is still to come or open.
-    pub fn not_ready_pending(&self) -> bool {
+    /// Whether a NotReady window is open now.
+    pub fn not_ready_open(&self) -> bool {
         let l = log(&self.log);
-        self.not_ready_node.is_some() && l.not_ready_windows.is_empty()
+        l.not_ready > l.not_ready_windows.len() as u64
+    }
+
+    /// Whether a crash-restart forced the API down at some moment between `from` and `to`.
+    pub fn api_forced_down_between(&self, from: Instant, to: Instant) -> bool {
+        log(&self.log)
+            .forced
+            .iter()
+            .any(|(a, b)| *a < to && *b > from)
     }
 
     /// Stops injecting; heals whatever is still broken (a NotReady node comes back, a crash
