@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -128,16 +129,18 @@ impl Observer {
             .map(|n| NodeObservation::from_node(n))
             .collect();
         let leases = self.view.leases.state();
-        let identity: Vec<_> = leases
-            .iter()
-            .filter(|l| {
-                l.metadata
-                    .labels
-                    .as_ref()
-                    .is_some_and(|labels| labels.contains_key(IDENTITY_LABEL))
-            })
-            .cloned()
-            .collect();
+        let is_identity = |l: &&Arc<Lease>| {
+            l.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|labels| labels.contains_key(IDENTITY_LABEL))
+        };
+        // First every version the watch delivered, in order, so that a holder overwritten
+        // before this observation (processes sharing a host's Lease) is seen too.
+        for version in self.view.lease_versions.take().iter().filter(is_identity) {
+            self.identities.observe(std::slice::from_ref(version), now);
+        }
+        let identity: Vec<_> = leases.iter().filter(is_identity).cloned().collect();
         let identity_leases = self.identities.observe(&identity, now);
         let leader_lease = component.leader_lease_name().and_then(|name| {
             leases
