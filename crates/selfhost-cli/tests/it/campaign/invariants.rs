@@ -21,8 +21,8 @@ pub const PROBER_CONFIG_MAP: &str = "selfhost-prober";
 enum Fingerprint {
     /// Its resourceVersion: nothing at all may change.
     Version(String),
-    /// Its metadata (without resourceVersion and managedFields) and spec: for nodes and
-    /// pods, whose status their kubelet keeps writing.
+    /// What the tool could change but the cluster's own agents do not: for pods and nodes,
+    /// whose status (and, for nodes, condition taints) their kubelet and controllers write.
     Content(Value),
 }
 
@@ -64,7 +64,7 @@ fn fingerprint(rt: &ResourceType, obj: &Value) -> Option<Fingerprint> {
             None
         }
         "configmaps" if name == PROBER_CONFIG_MAP => None,
-        "pods" | "nodes" => {
+        "pods" => {
             let mut metadata = obj.get("metadata").cloned().unwrap_or(Value::Null);
             if let Some(m) = metadata.as_object_mut() {
                 m.remove("resourceVersion");
@@ -73,6 +73,25 @@ fn fingerprint(rt: &ResourceType, obj: &Value) -> Option<Fingerprint> {
             Some(Fingerprint::Content(serde_json::json!({
                 "metadata": metadata,
                 "spec": obj.get("spec"),
+            })))
+        }
+        // The node lifecycle controller taints a NotReady node (`node.kubernetes.io/...`) and
+        // the kubelet writes its status: the rest is what an operator or a tool would change.
+        "nodes" => {
+            let taints: Vec<&Value> = obj
+                .pointer("/spec/taints")
+                .and_then(Value::as_array)
+                .map(|ts| {
+                    ts.iter()
+                        .filter(|t| !str_at(t, "/key").starts_with("node.kubernetes.io/"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(Fingerprint::Content(serde_json::json!({
+                "labels": obj.pointer("/metadata/labels"),
+                "annotations": obj.pointer("/metadata/annotations"),
+                "unschedulable": obj.pointer("/spec/unschedulable"),
+                "taints": taints,
             })))
         }
         _ => Some(Fingerprint::Version(

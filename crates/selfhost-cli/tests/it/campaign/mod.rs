@@ -37,7 +37,19 @@ const CONCURRENCY: usize = 2;
 
 /// Seeds the quick profile leaves out, each with the reason (a real bug that could not be
 /// fixed in time). Empty is the goal; every entry is reported in docs/reliability.md.
-const QUICK_EXCLUSIONS: &[(u64, &str)] = &[];
+const QUICK_EXCLUSIONS: &[(u64, &str)] = &[
+    (
+        77649838176096,
+        "one node, measured hand-over: now and then the new kube-apiserver pod is never \
+         proven serving by identity after a crash-restart, and the run rolls back at the \
+         deadline (open finding 1 in docs/reliability.md)",
+    ),
+    (
+        122733092149072,
+        "one node, measured hand-over, SIGKILL during the apiserver's pivot: the same open \
+         finding, on the re-run",
+    ),
+];
 
 fn replay_command(seed: u64) -> String {
     format!(

@@ -21,7 +21,7 @@ use super::schedule::{FaultLog, Schedule};
 use super::writer::{ANNOTATION, Writer, WriterLog};
 
 /// At most this many invocations of the tool per run (the first, one after a SIGKILL, and
-/// re-runs after refusals while a node was NotReady or the API was down).
+/// re-runs after a refusal or a stop while a node was NotReady or the API was down).
 const MAX_INVOCATIONS: usize = 6;
 /// A single invocation that takes longer than this is killed and counts as a violation.
 const INVOCATION_LIMIT: Duration = Duration::from_secs(240);
@@ -253,26 +253,23 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
         let invocation = tokio::task::spawn_blocking(move || invoke(kubeconfig, &s, kill))
             .await
             .expect("the invocation thread");
-        let refused = invocation.code == Some(3);
+        // A refusal (3) or a stop that names the command to continue (4) is the honest
+        // answer while the schedule itself forced the condition — a control-plane node
+        // NotReady, or the API down — and the operator then waits for it and runs again.
+        let stopped = match invocation.code {
+            Some(3) => true,
+            Some(4) => invocation.stderr.contains("Continue with: selfhost apply"),
+            _ => false,
+        };
         let again = if invocation.killed {
             true
-        } else if refused
-            && invocation.events.iter().any(|e| e["event"] == "refused")
-            && schedule.node_was_not_ready_since(invocation_start)
-        {
-            // Preflight refuses while a control-plane node is NotReady: correct, and what an
-            // operator does next is wait for the node and run again.
+        } else if stopped && schedule.node_was_not_ready_since(invocation_start) {
             refused_while_not_ready += 1;
             while schedule.not_ready_open() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             true
-        } else if refused
-            && invocation.stderr.contains("cannot reach the API server")
-            && schedule.api_forced_down_between(invocation_start, Instant::now())
-        {
-            // The API was down (a crash-restart of the schedule) when the tool connected: it
-            // says so and changes nothing; the operator runs it again.
+        } else if stopped && schedule.api_forced_down_between(invocation_start, Instant::now()) {
             refused_while_api_down += 1;
             true
         } else {
