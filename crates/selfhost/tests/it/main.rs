@@ -4,7 +4,12 @@
 mod client;
 mod retry;
 mod upgrade;
+mod versus_kubeadm;
 mod view;
+
+/// kubeadm's algorithm, for comparison only (see the file).
+#[path = "../reference/kubeadm.rs"]
+mod kubeadm_reference;
 
 use selfhost_sim::{SimServer, SimServerOptions};
 
