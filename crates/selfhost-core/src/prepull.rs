@@ -283,11 +283,7 @@ pub fn judge(component: Component, daemonset: Option<&DaemonSet>, pods: &[Pod]) 
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
     {
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_else(|| "(unscheduled)".to_string());
+        let node = pod_node(pod);
         let pod_failures = pod_failures(component, &node, pod);
         if !pod_failures.is_empty() {
             failures.extend(pod_failures);
@@ -348,6 +344,33 @@ fn image_of(daemonset: &DaemonSet) -> Option<String> {
         .first()?
         .image
         .clone()
+}
+
+/// The pod's node: where it is bound, else the node the DaemonSet controller meant it for
+/// (its required node affinity on `metadata.name`), else its own name.
+fn pod_node(pod: &Pod) -> String {
+    let spec = pod.spec.as_ref();
+    let bound = spec.and_then(|s| s.node_name.clone());
+    let meant = || {
+        spec?
+            .affinity
+            .as_ref()?
+            .node_affinity
+            .as_ref()?
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()?
+            .node_selector_terms
+            .iter()
+            .flat_map(|t| t.match_fields.iter().flatten())
+            .find(|f| f.key == "metadata.name" && f.operator == "In")
+            .and_then(|f| f.values.as_ref()?.first().cloned())
+    };
+    bound.or_else(meant).unwrap_or_else(|| {
+        format!(
+            "pod {} (not scheduled)",
+            pod.metadata.name.as_deref().unwrap_or("?")
+        )
+    })
 }
 
 fn pod_ready(pod: &Pod) -> bool {
@@ -475,6 +498,32 @@ pub enum PrepullOutcome {
     Interrupted,
 }
 
+/// Failures in words, one phrase per image and cause with every node it concerns (the same
+/// missing image on every node is one sentence, not one per node and component).
+pub fn describe_failures(failures: &[PullFailure]) -> String {
+    let mut grouped: BTreeMap<(&str, &str, Option<&str>), BTreeSet<&str>> = BTreeMap::new();
+    for f in failures {
+        grouped
+            .entry((f.image.as_str(), f.reason.as_str(), f.message.as_deref()))
+            .or_default()
+            .insert(f.node.as_str());
+    }
+    grouped
+        .into_iter()
+        .map(|((image, reason, message), nodes)| {
+            let nodes: Vec<&str> = nodes.into_iter().collect();
+            let who = if nodes.len() == 1 {
+                format!("node {}", nodes[0])
+            } else {
+                format!("nodes {}", nodes.join(", "))
+            };
+            let message = message.map(|m| format!(": {m}")).unwrap_or_default();
+            format!("{who} cannot pull {image} ({reason}{message})")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The `images-pullable` preflight check for an outcome.
 pub fn images_pullable_check(outcome: &PrepullOutcome) -> Check {
     let (verdict, message, fix) = match outcome {
@@ -498,11 +547,7 @@ pub fn images_pullable_check(outcome: &PrepullOutcome) -> Check {
         }
         PrepullOutcome::Failed { failures } => (
             Verdict::Fail,
-            failures
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
+            describe_failures(failures),
             Some(
                 "make the image(s) available to those nodes (name, tag, registry access, pull secrets, architecture), or render the target from a --config whose imageRepository has them"
                     .to_string(),

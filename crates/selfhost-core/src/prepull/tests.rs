@@ -413,3 +413,61 @@ fn the_check_names_image_and_node_and_says_how_to_run_it_when_not_run() {
     assert_eq!(timed_out.verdict, Verdict::Fail);
     assert!(timed_out.message.contains("cp-2"), "{}", timed_out.message);
 }
+
+#[test]
+fn the_same_failure_on_several_nodes_and_components_is_one_phrase() {
+    let failure = |component, node: &str, image: &str| PullFailure {
+        component,
+        node: node.into(),
+        image: image.into(),
+        reason: "ErrImagePull".into(),
+        message: Some("not found".into()),
+    };
+    let pause = "registry.k8s.io/pause:3.10.1";
+    let text = describe_failures(&[
+        failure(Component::ApiServer, "cp-2", pause),
+        failure(Component::Scheduler, "cp-1", pause),
+        failure(Component::ControllerManager, "cp-1", pause),
+        failure(Component::Scheduler, "cp-3", "r/kube-scheduler:v9"),
+    ]);
+    assert_eq!(
+        text,
+        "node cp-3 cannot pull r/kube-scheduler:v9 (ErrImagePull: not found); \
+         nodes cp-1, cp-2 cannot pull registry.k8s.io/pause:3.10.1 (ErrImagePull: not found)",
+        "one phrase per image, in image order"
+    );
+}
+
+#[test]
+fn an_unscheduled_pod_is_named_by_the_node_it_is_meant_for() {
+    let meant: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "upgrade-prepull-kube-apiserver-x1"},
+        "spec": {
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["cp-2"]}]}]}}},
+            "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1"}]
+        },
+        "status": {"phase": "Pending"}
+    }))
+    .expect("valid pod");
+    let mut nowhere = meant.clone();
+    if let Some(spec) = nowhere.spec.as_mut() {
+        spec.affinity = None;
+    }
+    let got = judge(
+        Component::ApiServer,
+        Some(&daemonset(1, Some(1), 2)),
+        &[meant, nowhere],
+    );
+    assert_eq!(
+        got,
+        PrepullState::Waiting {
+            pending: vec![
+                "kube-apiserver: cp-2: Pending".into(),
+                "kube-apiserver: pod upgrade-prepull-kube-apiserver-x1 (not scheduled): Pending"
+                    .into(),
+            ]
+        }
+    );
+}

@@ -65,15 +65,20 @@ async fn plan(sim: &SimCluster) -> (selfhost::Clients, Plan, Targets) {
     (clients, plan, targets)
 }
 
-/// Every DaemonSet of kube-system with its resourceVersion, and every pod with its uid (a
-/// pod's status, and so its resourceVersion, may move on its own).
+/// Every DaemonSet of kube-system with its uid and spec generation, and every pod with its uid
+/// (status fields, and so resourceVersions, move on their own as kubelets and controllers
+/// report).
 async fn kube_system(client: &kube::Client) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), "kube-system");
     for ds in daemonsets.list(&ListParams::default()).await.expect("list") {
         out.insert(
             format!("ds/{}", ds.metadata.name.unwrap_or_default()),
-            ds.metadata.resource_version.unwrap_or_default(),
+            format!(
+                "{}/{}",
+                ds.metadata.uid.unwrap_or_default(),
+                ds.metadata.generation.unwrap_or_default()
+            ),
         );
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
@@ -190,7 +195,7 @@ async fn an_image_a_node_cannot_pull_is_refused_by_image_and_node_and_nothing_el
     let check = plan.preflight.checks.last().expect("a check");
     assert_eq!(check.verdict, Verdict::Fail);
     assert!(
-        check.message.contains(PAUSE) && check.message.contains("node cp-"),
+        check.message.contains(PAUSE) && check.message.contains(" cp-"),
         "{}",
         check.message
     );
