@@ -12,11 +12,13 @@ use selfhost::plan::make_plan;
 use selfhost::retry::RetryPolicy;
 use selfhost::upgrade::ExecuteOptions;
 use selfhost_core::pivot::PivotOptions;
+use selfhost_core::prepull::DEFAULT_PREPULL_DEADLINE;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{ApplyArgs, GlobalArgs, OutputFormat};
 use crate::exit::{CliError, Outcome};
+use crate::progress::Progress;
 use crate::ui;
 
 /// The command that continues this run, for messages.
@@ -136,9 +138,10 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     let json = global.output == OutputFormat::Json;
     let (clients, mut observer) = super::cluster::connect(global).await?;
     let policy = RetryPolicy::default();
-    let (plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
+    let (mut plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
         .await
         .map_err(|e| CliError::from(anyhow::Error::from(e)))?;
+    let prepull = super::prepull::skip_unless_requested(&mut plan, args.flags.prepull);
     if !plan.proceeds {
         if !json {
             ui::say(super::plan::render_text(&plan));
@@ -180,9 +183,11 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
 
     let cancel = CancellationToken::new();
     let signal_cancel = cancel.clone();
+    let progress = Progress::stderr();
+    let signal_progress = progress.clone();
     let signals = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            ui::say(
+            signal_progress.line(
                 "stopping at the next safe point (press Ctrl-C again to abandon the run at once)...",
             );
             signal_cancel.cancel();
@@ -191,27 +196,59 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
             }
         }
     });
+    if prepull {
+        if args.dry_run {
+            progress.line("dry run: the image prepull is not performed (it would run a prepull DaemonSet per component and remove it)");
+        } else {
+            let prepull_deadline = if args.timeout.is_some() {
+                deadline
+            } else {
+                DEFAULT_PREPULL_DEADLINE
+            };
+            super::prepull::run(
+                &mut plan,
+                &targets,
+                &clients.api,
+                prepull_deadline,
+                &cancel,
+                &progress,
+            )
+            .await?;
+            if !plan.proceeds {
+                progress.finish();
+                if json {
+                    ui::json_line(&serde_json::json!({"event": "refused", "plan": plan}))?;
+                }
+                let failed: Vec<String> = plan
+                    .preflight
+                    .failures()
+                    .map(|c| match &c.fix {
+                        Some(fix) => format!("{} (fix: {fix})", c.message),
+                        None => c.message.clone(),
+                    })
+                    .collect();
+                return Err(CliError {
+                    outcome: Outcome::Refused,
+                    error: anyhow!(
+                        "preflight refused the upgrade: {}; nothing was changed",
+                        failed.join("; ")
+                    ),
+                });
+            }
+        }
+    }
     let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
+    let shown = progress.clone();
     let printer = tokio::spawn(async move {
-        // People get at most one "waiting for" line a second; programs get every event.
-        let mut last_wait: Option<f64> = None;
+        // Programs get every event; people get the progress display of progress.rs.
         while let Some(event) = receiver.recv().await {
             if json {
                 let _ = ui::json_line(&event);
                 continue;
             }
-            if matches!(event.event, Event::Waiting { .. }) {
-                if last_wait.is_some_and(|at| event.at - at < 1.0) {
-                    continue;
-                }
-                last_wait = Some(event.at);
-            } else {
-                last_wait = None;
-            }
-            if let Some(line) = render(&event) {
-                ui::say(line);
-            }
+            shown.event(&event, render(&event));
         }
+        shown.finish();
     });
     let options = ApplyOptions {
         pivot: PivotOptions {

@@ -4,6 +4,7 @@
 mod kubectl_apply;
 mod manifests;
 mod preflight;
+mod prepull;
 mod resume;
 mod sim_command;
 mod sim_fidelity;
