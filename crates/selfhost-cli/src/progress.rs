@@ -256,6 +256,8 @@ impl Progress {
             pending: Vec::new(),
         });
         state.step_started = Instant::now();
+        // Each step's spinner starts from its first frame.
+        state.frame = 0;
         self.draw(&state);
     }
 
