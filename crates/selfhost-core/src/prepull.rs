@@ -562,7 +562,9 @@ pub fn images_pullable_check(outcome: &PrepullOutcome) -> Check {
                 "the images were not pulled on every node within {waited_seconds}s; still waiting for {}",
                 pending.join("; ")
             ),
-            Some("check the nodes' registry access, or allow more time with --timeout".to_string()),
+            Some(format!(
+                "check the nodes' registry access and pull speed (`kubectl -n kube-system get pods -l {PREPULL_LABEL}` while it runs); `apply --timeout` also bounds the prepull"
+            )),
         ),
         PrepullOutcome::Interrupted => (
             Verdict::Fail,

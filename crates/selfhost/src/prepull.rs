@@ -140,13 +140,12 @@ pub async fn prepull(
         });
     }
     let mut view = PrepullView::start(client);
-    let components: Vec<Component> = images.iter().map(|i| i.component).collect();
     let run = run(
         client, targets, images, options, cancel, progress, &mut view,
     )
     .await;
     progress(PrepullProgress::Removing);
-    let cleanup = remove(client, &components, options, &mut view).await;
+    let cleanup = remove(client, &Component::ALL, options, &mut view).await;
     match (run, cleanup) {
         (run, Ok(())) => {
             progress(PrepullProgress::Removed);
@@ -171,9 +170,10 @@ async fn run(
     let started = Instant::now();
     let deadline = started + options.deadline;
     let components: Vec<Component> = images.iter().map(|i| i.component).collect();
-    // Leftovers first: a DaemonSet of the same name would make the create fail, and one
-    // from an older run may pull an older image.
-    remove(client, &components, options, view)
+    // Leftovers first (of every component: a killed run may have prepulled others): a
+    // DaemonSet of the same name would make the create fail, and one from an older run may
+    // pull an older image.
+    remove(client, &Component::ALL, options, view)
         .await
         .map_err(|reason| PrepullError::Cleanup { reason, run: None })?;
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);

@@ -282,3 +282,41 @@ async fn an_unpullable_target_image_is_refused_by_image_and_node() {
     assert_eq!(leftovers(&clients.api).await, Vec::<String>::new());
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_slower_than_the_deadline_times_out_naming_what_is_pending_and_leaves_nothing() {
+    let sim = SimCluster::builder()
+        .control_plane_nodes(1)
+        .version(FROM)
+        .mode(BootstrapMode::SelfHosted)
+        .port_sharing(true)
+        .timings(SimTimings::scaled(100))
+        .image(PAUSE, ImageBehaviour::slow_pull(Duration::from_secs(600)))
+        .start()
+        .await
+        .expect("cluster starts");
+    let (clients, plan, targets) = plan(&sim).await;
+    let images = images_to_prepull(&plan, &targets);
+    let outcome = prepull(
+        &clients.api,
+        &targets,
+        &images,
+        &PrepullOptions {
+            deadline: Duration::from_secs(3),
+            ..PrepullOptions::default()
+        },
+        &CancellationToken::new(),
+        &mut |_| {},
+    )
+    .await
+    .expect("cleans up");
+    let PrepullOutcome::TimedOut { pending, .. } = &outcome else {
+        panic!("expected a timeout, got {outcome:#?}");
+    };
+    assert!(
+        pending.iter().any(|p| p.contains("cp-1")),
+        "the node still pulling is named: {pending:?}"
+    );
+    assert_eq!(leftovers(&clients.api).await, Vec::<String>::new());
+    sim.shutdown().await;
+}
