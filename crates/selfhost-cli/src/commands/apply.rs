@@ -12,7 +12,6 @@ use selfhost::plan::make_plan;
 use selfhost::retry::RetryPolicy;
 use selfhost::upgrade::ExecuteOptions;
 use selfhost_core::pivot::PivotOptions;
-use selfhost_core::prepull::DEFAULT_PREPULL_DEADLINE;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -197,45 +196,22 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
         }
     });
     if prepull {
-        if args.dry_run {
-            progress.line("dry run: the image prepull is not performed (it would run a prepull DaemonSet per component and remove it)");
-        } else {
-            let prepull_deadline = if args.timeout.is_some() {
-                deadline
-            } else {
-                DEFAULT_PREPULL_DEADLINE
-            };
-            super::prepull::run(
-                &mut plan,
-                &targets,
-                &clients.api,
-                prepull_deadline,
-                &cancel,
-                &progress,
-            )
-            .await?;
-            if !plan.proceeds {
-                progress.finish();
-                if json {
-                    ui::json_line(&serde_json::json!({"event": "refused", "plan": plan}))?;
-                }
-                let failed: Vec<String> = plan
-                    .preflight
-                    .failures()
-                    .map(|c| match &c.fix {
-                        Some(fix) => format!("{} (fix: {fix})", c.message),
-                        None => c.message.clone(),
-                    })
-                    .collect();
-                return Err(CliError {
-                    outcome: Outcome::Refused,
-                    error: anyhow!(
-                        "preflight refused the upgrade: {}; nothing was changed",
-                        failed.join("; ")
-                    ),
-                });
-            }
-        }
+        // `--timeout` bounds the prepull too when given.
+        let prepull_deadline = args.timeout.as_ref().map(|_| deadline);
+        let on = super::prepull::Cluster {
+            client: &clients.api,
+            cancel: &cancel,
+            progress: &progress,
+        };
+        super::prepull::before_apply(
+            &mut plan,
+            &targets,
+            prepull_deadline,
+            args.dry_run,
+            json,
+            &on,
+        )
+        .await?;
     }
     let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
     let shown = progress.clone();

@@ -180,15 +180,12 @@ pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliErr
         let progress = Progress::stderr();
         let cancel = CancellationToken::new();
         let signals = super::prepull::cancel_on_ctrl_c(&cancel, &progress);
-        let result = super::prepull::run(
-            &mut plan,
-            &targets,
-            &clients.api,
-            DEFAULT_PREPULL_DEADLINE,
-            &cancel,
-            &progress,
-        )
-        .await;
+        let on = super::prepull::Cluster {
+            client: &clients.api,
+            cancel: &cancel,
+            progress: &progress,
+        };
+        let result = super::prepull::run(&mut plan, &targets, DEFAULT_PREPULL_DEADLINE, &on).await;
         progress.finish();
         signals.abort();
         result?;

@@ -14,12 +14,13 @@ use selfhost::prepull::{
     PrepullError, PrepullOptions, PrepullProgress, images_to_prepull, prepull, record,
 };
 use selfhost::target::Targets;
-use selfhost_core::prepull::{PREPULL_LABEL, PrepullOutcome};
+use selfhost_core::prepull::{DEFAULT_PREPULL_DEADLINE, PREPULL_LABEL, PrepullOutcome};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::exit::{CliError, Outcome};
 use crate::progress::Progress;
+use crate::ui;
 
 /// Why the check did not run when it was not asked for, and how to run it.
 pub const NOT_REQUESTED: &str = "not run: pass --prepull to have every control-plane node pull the target images first (temporary DaemonSets in kube-system, removed afterwards)";
@@ -44,8 +45,71 @@ pub fn skip_unless_requested(plan: &mut Plan, requested: bool) -> bool {
     false
 }
 
+/// Where a prepull runs and reports.
+pub struct Cluster<'a> {
+    /// The cluster.
+    pub client: &'a kube::Client,
+    /// Cancelled at Ctrl-C.
+    pub cancel: &'a CancellationToken,
+    /// Progress on stderr.
+    pub progress: &'a Progress,
+}
+
+/// `apply --prepull`, after the confirmation: runs the prepull (only described with
+/// `--dry-run`) and refuses, exit 3, when a node cannot pull. `deadline`: `--timeout`, if
+/// given.
+///
+/// # Errors
+/// The refusal, or a prepull that could not be carried out (see [`run`]).
+pub async fn before_apply(
+    plan: &mut Plan,
+    targets: &Targets,
+    deadline: Option<Duration>,
+    dry_run: bool,
+    json: bool,
+    on: &Cluster<'_>,
+) -> Result<(), CliError> {
+    if dry_run {
+        on.progress.line("dry run: the image prepull is not performed (it would run a prepull DaemonSet per component and remove it)");
+        return Ok(());
+    }
+    let ran = run(
+        plan,
+        targets,
+        deadline.unwrap_or(DEFAULT_PREPULL_DEADLINE),
+        on,
+    )
+    .await;
+    if ran.is_err() || !plan.proceeds {
+        // The error or refusal is printed next, on a line of its own.
+        on.progress.finish();
+    }
+    ran?;
+    if plan.proceeds {
+        return Ok(());
+    }
+    if json {
+        ui::json_line(&serde_json::json!({"event": "refused", "plan": plan}))?;
+    }
+    let failed: Vec<String> = plan
+        .preflight
+        .failures()
+        .map(|c| match &c.fix {
+            Some(fix) => format!("{} (fix: {fix})", c.message),
+            None => c.message.clone(),
+        })
+        .collect();
+    Err(CliError {
+        outcome: Outcome::Refused,
+        error: anyhow!(
+            "preflight refused the upgrade: {}; nothing was changed",
+            failed.join("; ")
+        ),
+    })
+}
+
 /// Runs the prepull and records its check in `plan` (whose `proceeds` then says whether
-/// `apply` may go on). Progress goes to `progress`.
+/// `apply` may go on).
 ///
 /// # Errors
 /// The prepull could not be carried out: exit 1 when it removed what it created (the
@@ -53,11 +117,14 @@ pub fn skip_unless_requested(plan: &mut Plan, requested: bool) -> bool {
 pub async fn run(
     plan: &mut Plan,
     targets: &Targets,
-    client: &kube::Client,
     deadline: Duration,
-    cancel: &CancellationToken,
-    progress: &Progress,
+    on: &Cluster<'_>,
 ) -> Result<(), CliError> {
+    let Cluster {
+        client,
+        cancel,
+        progress,
+    } = *on;
     let images = images_to_prepull(plan, targets);
     let names: Vec<&str> = images.iter().map(|i| i.image.as_str()).collect();
     if !names.is_empty() {
