@@ -102,3 +102,49 @@ async fn on_a_terminal_a_spinner_line_is_redrawn_above_permanent_lines_and_no_co
     assert_eq!(leftovers(&sim).await, Vec::<String>::new());
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_apply_shows_each_components_step_live_and_colours_its_outcome() {
+    let sim = cluster(1, true).await;
+    let Some(out) = on_a_terminal(
+        sim.kubeconfig_path(),
+        &["apply", "v1.34.0", "--yes", "--prepull"],
+        false,
+    )
+    .await
+    else {
+        eprintln!("skipped: util-linux `script` is not installed, so no pseudo-terminal");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for component in [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ] {
+        // The live line names the component's current step...
+        assert!(
+            text.contains(&format!("\x1b[0m {component}: create-backup")),
+            "{component}: {text:?}"
+        );
+        // ... and its end is a permanent line, green.
+        let done = text
+            .find(&format!("{component}: done after"))
+            .unwrap_or_else(|| panic!("{component} done: {text:?}"));
+        assert!(
+            text[..done].ends_with("s] ") && text[..done].contains("\r\x1b[2K\x1b[32m["),
+            "{component}: {text:?}"
+        );
+    }
+    assert!(
+        text.contains("\x1b[2K\x1b[36m⠋\x1b[0m prepull: creating the prepull DaemonSets"),
+        "{text:?}"
+    );
+    assert!(
+        text.trim_end().ends_with("the control plane runs v1.34.0"),
+        "the live line is erased before the result: {text:?}"
+    );
+    assert_eq!(leftovers(&sim).await, Vec::<String>::new());
+    sim.shutdown().await;
+}
