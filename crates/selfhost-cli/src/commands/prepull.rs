@@ -86,6 +86,9 @@ pub async fn before_apply(
     }
     ran?;
     if plan.proceeds {
+        if json && let Some(check) = plan.preflight.checks.last() {
+            ui::json_line(&serde_json::json!({"event": "preflight-check", "check": check}))?;
+        }
         return Ok(());
     }
     if json {

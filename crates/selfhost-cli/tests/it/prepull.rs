@@ -170,3 +170,31 @@ async fn apply_with_prepull_refuses_with_exit_3_naming_image_and_node_and_change
     assert_eq!(control_plane(&sim).await, before, "no upgrade started");
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_with_prepull_tells_a_script_the_check_passed_before_the_upgrade() {
+    let sim = cluster(1, true).await;
+    let out = selfhost(
+        &sim,
+        &["-o", "json", "apply", "v1.34.0", "--prepull", "--yes"],
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let first = events.first().expect("events");
+    assert_eq!(first["event"], "preflight-check", "{stdout}");
+    assert_eq!(first["check"]["id"], "images-pullable");
+    assert_eq!(first["check"]["verdict"], "pass");
+    assert_eq!(events.last().expect("a result")["outcome"], "done");
+    assert_eq!(leftovers(&sim).await, Vec::<String>::new());
+    sim.shutdown().await;
+}
