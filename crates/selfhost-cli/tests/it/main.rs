@@ -5,6 +5,8 @@ mod campaign;
 mod kubectl_apply;
 mod manifests;
 mod preflight;
+mod prepull;
+mod progress;
 mod resume;
 mod sim_command;
 mod sim_fidelity;
