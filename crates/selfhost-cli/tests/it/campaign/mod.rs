@@ -78,6 +78,7 @@ struct Figures {
     writer_runs: usize,
     writer_writes: u64,
     broken: BTreeMap<String, usize>,
+    prepull_runs: usize,
     violating_runs: usize,
     seconds: f64,
 }
@@ -104,6 +105,7 @@ impl Figures {
         if let Some((c, how)) = r.scenario.broken {
             *self.broken.entry(format!("{c} {how:?}")).or_default() += 1;
         }
+        self.prepull_runs += usize::from(r.scenario.prepull);
         self.violating_runs += usize::from(!r.violations.is_empty());
         self.seconds = self.seconds.max(r.seconds);
     }
@@ -133,6 +135,7 @@ impl Figures {
             self.writer_runs, self.writer_writes
         );
         let _ = writeln!(s, "  broken targets: {:?}", self.broken);
+        let _ = writeln!(s, "  runs with --prepull: {}", self.prepull_runs);
         let _ = write!(
             s,
             "  runs with invariant violations: {}",

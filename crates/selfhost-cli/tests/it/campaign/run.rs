@@ -76,6 +76,7 @@ fn invoke(kubeconfig: std::path::PathBuf, scenario: &Scenario, kill: Option<Kill
             "--timeout",
             &timeout,
         ])
+        .args(scenario.prepull.then_some("--prepull"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr.try_clone().expect("a second handle"))

@@ -65,6 +65,10 @@ pub struct Scenario {
     pub writer_every: Option<Duration>,
     pub broken: Option<(Component, Breakage)>,
     pub kill: Option<Kill>,
+    /// `apply --prepull`: the target images are pulled on every control-plane node first, by
+    /// temporary DaemonSets that must be gone afterwards. Not drawn with an unpullable target
+    /// (then prepull refuses before any change, another scenario) or a NotReady node.
+    pub prepull: bool,
 }
 
 /// The window over which faults are spread, measured from the first run's start.
@@ -128,6 +132,10 @@ impl Scenario {
             after_step: rng.between(1, 14) as usize,
             delay: Duration::from_millis(rng.between(0, 60)),
         });
+        // Drawn last, so that the draws before it name the same runs as before it existed.
+        let prepull = rng.percent(30)
+            && not_ready.is_none()
+            && !matches!(broken, Some((_, Breakage::Unpullable)));
         Scenario {
             seed,
             control_plane,
@@ -144,11 +152,12 @@ impl Scenario {
             writer_every,
             broken,
             kill,
+            prepull,
         }
     }
 
     /// The same run without the fault kinds named (comma-separated: `errors`, `drops`,
-    /// `expiries`, `crashes`, `not-ready`, `writer`, `broken`, `kill`): to find which fault
+    /// `expiries`, `crashes`, `not-ready`, `writer`, `broken`, `kill`, `prepull`): to find which fault
     /// a failing seed needs, when replaying it.
     pub fn without(mut self, kinds: &str) -> Scenario {
         for kind in kinds.split(',').map(str::trim) {
@@ -161,6 +170,7 @@ impl Scenario {
                 "writer" => self.writer_every = None,
                 "broken" => self.broken = None,
                 "kill" => self.kill = None,
+                "prepull" => self.prepull = false,
                 _ => {}
             }
         }
@@ -221,6 +231,9 @@ impl fmt::Display for Scenario {
         }
         if let Some((component, how)) = &self.broken {
             write!(f, ", {component} target {how:?}")?;
+        }
+        if self.prepull {
+            write!(f, ", --prepull")?;
         }
         if let Some(k) = &self.kill {
             write!(
