@@ -254,6 +254,23 @@ pub fn version_violations(
     out
 }
 
+/// Whether every node's Ready condition is True in the store.
+pub fn all_nodes_ready(sim: &SimCluster) -> bool {
+    sim.store()
+        .list(&resources::NODES, &ListOptions::default())
+        .expect("the store lists")
+        .items
+        .iter()
+        .all(|n| {
+            n.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+        })
+}
+
 /// No backup or prepull DaemonSet, and no backup pod, is left.
 pub fn leftovers(sim: &SimCluster) -> Vec<String> {
     let mut out = Vec::new();

@@ -217,6 +217,12 @@ fn expected(scenario: &Scenario) -> (Vec<Component>, i32, String, String) {
 pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
     let began = Instant::now();
     let sim = Arc::new(start_cluster(&scenario).await);
+    // Real nodes have their pod sandbox image, which `--prepull` runs its pods with.
+    for tag in ["3.9", "3.10", "3.10.1"] {
+        sim.registry()
+            .add_image(&format!("registry.k8s.io/pause:{tag}"))
+            .expect("a valid image");
+    }
     break_target(&sim, &scenario);
     let snapshot = Snapshot::take(&sim);
     let prober = sim
@@ -266,7 +272,12 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
             true
         } else if stopped && schedule.node_was_not_ready_since(invocation_start) {
             refused_while_not_ready += 1;
-            while schedule.not_ready_open() {
+            // The operator waits until every node reports Ready again, not only until the
+            // machine is fixed: its kubelet's next status post comes a moment later.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while (schedule.not_ready_open() || !invariants::all_nodes_ready(&sim))
+                && Instant::now() < deadline
+            {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             true
