@@ -1,0 +1,1 @@
+//! DaemonSets edited by hand into odd shapes.
