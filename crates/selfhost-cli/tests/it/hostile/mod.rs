@@ -21,6 +21,7 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::controllers::kubelet::ImageBehaviour;
 use selfhost_sim::{SimCluster, SimTimings};
 
 use self::server::{HostileServer, Junk};
@@ -205,6 +206,44 @@ impl Case {
             assert_unchanged(&before, &after);
         }
     }
+}
+
+/// A cluster of its own, for a case that edits it first: `nodes` control-plane nodes at
+/// `version`, with `images` (beyond the control plane's) in its registry.
+pub async fn own_cluster(nodes: usize, version: &str, images: &[&str]) -> SimCluster {
+    let mut builder = SimCluster::builder()
+        .control_plane_nodes(nodes)
+        .version(version)
+        .mode(BootstrapMode::SelfHosted)
+        .port_sharing(true)
+        .timings(SimTimings::fast());
+    for image in images {
+        builder = builder.image(image, ImageBehaviour::default());
+    }
+    builder.start().await.expect("cluster starts")
+}
+
+/// Runs `selfhost --kubeconfig <sim> args...` on a cluster of its own and checks what every
+/// case checks, including that the cluster is unchanged.
+pub async fn run_on(sim: &SimCluster, args: &[&str], code: i32, says: &[&str]) {
+    let client = sim.client();
+    let before = snapshot(&client).await;
+    let kubeconfig = sim.kubeconfig_path().to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let shown = args.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        crate::selfhost()
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(&args)
+            .timeout(RUN_LIMIT)
+            .output()
+    })
+    .await
+    .expect("joined")
+    .expect("selfhost runs");
+    check_output(&out, code, says, &shown);
+    assert_unchanged(&before, &snapshot(&client).await);
 }
 
 fn write_kubeconfig(path: &Path, yaml: &str, rewrite: Option<Rewrite>) {

@@ -29,3 +29,32 @@ crate::hostile_cases! {
         .exits(3)
         .says(&["target-unsupported", "proceeding anyway because --force was given", "downgrade-skips-minor", "--force does not override this check"]),
 }
+
+/// A cluster older than selfhost supports (v1.28) asked to move up one minor: refused unless
+/// forced, with the supported range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skew_cluster_below_the_supported_range() {
+    let sim = selfhost_sim::SimCluster::builder()
+        .control_plane_nodes(1)
+        .version("v1.28.15")
+        .control_plane_releases(28..=29, 15)
+        .mode(selfhost_sim::bootstrap::BootstrapMode::SelfHosted)
+        .port_sharing(true)
+        .timings(selfhost_sim::SimTimings::fast())
+        .start()
+        .await
+        .expect("cluster starts");
+    super::run_on(
+        &sim,
+        &["apply", "v1.29.0", "--yes"],
+        3,
+        &[
+            "cluster-unsupported",
+            "kube-apiserver v1.28.15 on cp-1",
+            "v1.29 to v1.37",
+            "pass --force",
+        ],
+    )
+    .await;
+    sim.shutdown().await;
+}
