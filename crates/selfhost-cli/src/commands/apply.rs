@@ -1,6 +1,7 @@
 //! `selfhost apply <VERSION>`: plan, confirm, then the pivot of every component, with
 //! progress on stderr (or JSON events on stdout with `-o json`) and the exit codes of
-//! DESIGN.md §2. Ctrl-C stops at the next safe point and prints the command that resumes.
+//! DESIGN.md §2. Ctrl-C (SIGINT) or SIGTERM stops at the next safe point and prints the
+//! command that resumes.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
@@ -180,16 +181,15 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
 
     let cancel = CancellationToken::new();
     let signal_cancel = cancel.clone();
+    let mut stops = super::signals::StopSignals::listen();
     let signals = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ui::say(
-                "stopping at the next safe point (press Ctrl-C again to abandon the run at once)...",
-            );
-            signal_cancel.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(i32::from(Outcome::NotRestored.code()));
-            }
-        }
+        let stop = stops.next().await;
+        ui::say(format!(
+            "{stop}: stopping at the next safe point (signal again to abandon the run at once)..."
+        ));
+        signal_cancel.cancel();
+        stops.next().await;
+        std::process::exit(i32::from(Outcome::NotRestored.code()));
     });
     let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
     let printer = tokio::spawn(async move {
