@@ -6,8 +6,10 @@ mod kubectl_apply;
 mod manifests;
 mod preflight;
 mod resume;
+mod signals;
 mod sim_command;
 mod sim_fidelity;
+mod terminals;
 mod usage;
 
 use assert_cmd::Command;
