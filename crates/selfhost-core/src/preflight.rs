@@ -75,6 +75,9 @@ pub enum CheckId {
     /// Each DaemonSet still has the shape selfhost works with: its component's container,
     /// kubeadm's selector, no containers the target would drop, no other manager.
     DaemonSetShape,
+    /// Every control-plane node can pull and run the target images (`--prepull`; see
+    /// [`crate::prepull`]).
+    ImagesPullable,
 }
 
 impl CheckId {
@@ -89,6 +92,7 @@ impl CheckId {
             CheckId::VersionSkew => "version-skew",
             CheckId::ExpectedDisruption => "expected-disruption",
             CheckId::DaemonSetShape => "daemonset-shape",
+            CheckId::ImagesPullable => "images-pullable",
         }
     }
 }
@@ -103,6 +107,8 @@ pub enum Verdict {
     Warn,
     /// Refuses the upgrade.
     Fail,
+    /// Not run (it is optional, or others failed first); the message says how to run it.
+    NotRun,
 }
 
 /// One result.

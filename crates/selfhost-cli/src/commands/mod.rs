@@ -6,6 +6,7 @@ pub mod config_file;
 pub mod demo;
 pub mod manifests;
 pub mod plan;
+pub mod prepull;
 pub mod signals;
 pub mod sim;
 pub mod status;

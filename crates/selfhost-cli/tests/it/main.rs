@@ -5,6 +5,8 @@ mod hostile;
 mod kubectl_apply;
 mod manifests;
 mod preflight;
+mod prepull;
+mod progress;
 mod resume;
 mod signals;
 mod sim_command;
