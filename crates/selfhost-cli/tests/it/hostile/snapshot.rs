@@ -4,7 +4,8 @@
 //! compared by resourceVersion. DaemonSets, Pods and Nodes have status fields that
 //! controllers and kubelets rewrite on their own, so for them a change of ours is what counts:
 //! every DaemonSet's identity, spec generation, labels and annotations; every Pod's identity,
-//! deletion state and images; every Node's labels, taints and schedulability.
+//! deletion state and images; every Node's labels, taints (but those the node lifecycle
+//! controller sets) and schedulability.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,11 +58,20 @@ pub async fn snapshot(client: &kube::Client) -> Snapshot {
         .expect("list Nodes")
     {
         let spec = node.spec.unwrap_or_default();
+        // The node lifecycle controller taints nodes it finds NotReady or unreachable
+        // (node.kubernetes.io/...) on its own; other taints are a person's or a tool's.
+        let taints: Vec<_> = spec
+            .taints
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| !t.key.starts_with("node.kubernetes.io/"))
+            .map(|t| format!("{}={:?}:{}", t.key, t.value, t.effect))
+            .collect();
         out.insert(
             format!("node/{}", node.metadata.name.unwrap_or_default()),
             format!(
-                "{:?} {:?} {:?}",
-                node.metadata.labels, spec.taints, spec.unschedulable
+                "{:?} {taints:?} {:?}",
+                node.metadata.labels, spec.unschedulable
             ),
         );
     }
