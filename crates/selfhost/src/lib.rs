@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod client;
+pub mod convert;
 pub mod error;
 pub mod events;
 pub mod execute;
