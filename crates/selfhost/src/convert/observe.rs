@@ -2,16 +2,18 @@
 //! the serving judgement of the upgrade engine (a kube-apiserver serves once its own identity
 //! Lease appears, not when a probe on a shared port says Ready).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::StreamExt;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use selfhost_core::Component;
 use selfhost_core::component::{APP_LABEL, MIRROR_ANNOTATION, NAMESPACE};
 use selfhost_core::control_plane::{COMPONENT_LABEL, TIER_LABEL};
@@ -31,6 +33,49 @@ use super::files::{FilesError, NodeFiles};
 use crate::identity::IdentityTracker;
 use crate::view::{Shared, ViewTimeout, spawn_reflector};
 
+/// Watches the kube-system Leases into a store, and shows every version of every Lease to the
+/// identity tracker as it arrives. Two kube-apiservers on one host take the same identity Lease
+/// over from each other on every renewal; when their renewals fall together, only the watch
+/// events show the first writer — the cache holds the last one.
+fn spawn_lease_reflector(
+    api: Api<Lease>,
+    shared: &Arc<Shared>,
+    identities: &Arc<Mutex<IdentityTracker>>,
+) -> (Store<Lease>, JoinHandle<()>) {
+    let (store, writer) = reflector::store::<Lease>();
+    let shared = Arc::clone(shared);
+    let identities = Arc::clone(identities);
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .boxed();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
+                    let is_identity = lease
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .is_some_and(|l| l.contains_key(IDENTITY_LABEL));
+                    if is_identity && let Ok(mut tracker) = identities.lock() {
+                        tracker.observe(&[Arc::new(lease)], Timestamp::now());
+                    }
+                    shared.changes.send_modify(|n| *n += 1);
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                Ok(watcher::Event::Delete(_)) => shared.changes.send_modify(|n| *n += 1),
+                Err(err) => {
+                    if let Ok(mut last) = shared.last_error.lock() {
+                        *last = Some(err.to_string());
+                    }
+                }
+            }
+        }
+    });
+    (store, task)
+}
+
 /// The watched caches of a conversion.
 pub struct ConversionView {
     /// DaemonSets in kube-system.
@@ -46,7 +91,7 @@ pub struct ConversionView {
     changes: watch::Receiver<u64>,
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
-    identities: IdentityTracker,
+    identities: Arc<Mutex<IdentityTracker>>,
 }
 
 impl Drop for ConversionView {
@@ -87,10 +132,11 @@ impl ConversionView {
             watcher::Config::default(),
             &shared,
         );
-        let (leases, t5) = spawn_reflector(
+        let identities = Arc::new(Mutex::new(IdentityTracker::default()));
+        let (leases, t5) = spawn_lease_reflector(
             Api::<Lease>::namespaced(client.clone(), NAMESPACE),
-            watcher::Config::default(),
             &shared,
+            &identities,
         );
         ConversionView {
             daemonsets,
@@ -101,7 +147,7 @@ impl ConversionView {
             changes,
             shared,
             tasks: vec![t1, t2, t3, t4, t5],
-            identities: IdentityTracker::default(),
+            identities,
         }
     }
 
@@ -225,7 +271,11 @@ impl ConversionView {
                     .is_some_and(|labels| labels.contains_key(IDENTITY_LABEL))
             })
             .collect();
-        let identity_leases = self.identities.observe(&identity, now);
+        let identity_leases = match self.identities.lock() {
+            Ok(mut tracker) => tracker.observe(&identity, now),
+            // A panicked watch task leaves no memory: nothing vouches for a new process.
+            Err(_) => Vec::new(),
+        };
         let nodes: Vec<NodeObservation> = self
             .nodes
             .state()

@@ -85,7 +85,6 @@ struct Context<'a> {
     component: Component,
 }
 
-#[allow(clippy::too_many_lines)] // one loop, read top to bottom
 async fn run_component(
     clients: &Clients,
     view: &mut ConversionView,
