@@ -14,6 +14,7 @@ pub mod observation;
 pub mod pivot;
 pub mod preflight;
 pub mod render;
+pub mod report;
 pub mod rollout;
 pub mod skew;
 pub mod version;
