@@ -7,6 +7,7 @@
 //!
 //! Times are seconds since the recording started.
 
+mod classify;
 mod html;
 mod steps;
 mod timeline;
@@ -14,6 +15,7 @@ mod timeline;
 #[cfg(test)]
 mod tests;
 
+pub use classify::{PodOwner, REVISION_HASH_LABEL};
 pub use html::{escape, render_html};
 pub use steps::{StepTiming, step_timings};
 pub use timeline::TimelineBuilder;

@@ -418,3 +418,50 @@ fn the_page_is_self_contained_and_names_every_lane_and_marker() {
 fn the_page_renders_as_before() {
     insta::assert_snapshot!(render_html(&sample_report()));
 }
+
+#[test]
+fn control_plane_pods_are_told_apart_by_their_labels() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let original = BTreeSet::from(["aaa".to_string()]);
+    let cases: [(&[(&str, &str)], Option<(PodOwner, TemplateKind)>); 7] = [
+        (
+            &[
+                ("k8s-app", "self-hosted-kube-apiserver"),
+                (REVISION_HASH_LABEL, "aaa"),
+            ],
+            Some((PodOwner::Real(ApiServer), TemplateKind::Old)),
+        ),
+        (
+            &[
+                ("k8s-app", "self-hosted-kube-scheduler"),
+                (REVISION_HASH_LABEL, "bbb"),
+            ],
+            Some((PodOwner::Real(Scheduler), TemplateKind::New)),
+        ),
+        (
+            &[("k8s-app", "self-hosted-kube-controller-manager")],
+            Some((PodOwner::Real(ControllerManager), TemplateKind::Old)),
+        ),
+        (
+            &[
+                ("temp-upgrade-component", "kube-apiserver"),
+                (REVISION_HASH_LABEL, "ccc"),
+            ],
+            Some((PodOwner::Backup(ApiServer), TemplateKind::Backup)),
+        ),
+        (&[("k8s-app", "upgrade-prepull-kube-apiserver")], None),
+        (&[("k8s-app", "kube-dns")], None),
+        (&[("temp-upgrade-component", "etcd")], None),
+    ];
+    for (pairs, want) in cases {
+        let labels = labels(pairs);
+        let got = PodOwner::of(&labels).map(|o| (o, o.template(&labels, &original)));
+        assert_eq!(got, want, "{pairs:?}");
+    }
+}
