@@ -8,3 +8,4 @@ pub mod manifests;
 pub mod plan;
 pub mod sim;
 pub mod status;
+pub mod trace;
