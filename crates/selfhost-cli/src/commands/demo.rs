@@ -54,13 +54,14 @@ fn component_deadline(args: &DemoArgs) -> &'static str {
     if args.fast { "30s" } else { "60s" }
 }
 
-/// How long the naive upgrade may take before the demo calls it stuck: far longer than it
-/// needs when the API survives.
-fn naive_deadline(args: &DemoArgs) -> Duration {
-    if args.fast {
-        Duration::from_secs(10)
-    } else {
-        Duration::from_secs(25)
+/// When the demo calls the naive upgrade stuck: after far longer without any progress than
+/// a pod takes to start, or after far longer in all than the upgrade takes when the API
+/// survives.
+fn naive_patience(args: &DemoArgs) -> naive::Patience {
+    let scale = if args.fast { 1 } else { 2 };
+    naive::Patience {
+        stall: Duration::from_secs(8 * scale),
+        limit: Duration::from_secs(90 * scale),
     }
 }
 
@@ -233,8 +234,8 @@ async fn naive_run(
 ) -> Result<Figures, CliError> {
     ui::say(format!(
         "\nselfhost demo: the same upgrade on an identical cluster, as a user without selfhost \
-         would do it (deadline {} s):",
-        naive_deadline(args).as_secs()
+         would do it (given up after {} s without progress):",
+        naive_patience(args).stall.as_secs()
     ));
     let cluster = start_cluster(args, from_version).await?;
     let client = cluster
@@ -249,7 +250,7 @@ async fn naive_run(
     let prober = serving_prober(&cluster).await?;
     let before = counters(&cluster);
     let from = Instant::now();
-    let run = naive::upgrade(client, &to.to_string(), naive_deadline(args)).await;
+    let run = naive::upgrade(client, &to.to_string(), naive_patience(args)).await;
     let probes = since(prober.stop().await, from);
     let requests = requests_since(&cluster, before);
     let end = Instant::now();
@@ -260,13 +261,15 @@ async fn naive_run(
     let outcome = match &run.stuck {
         None => format!("done in {:.1} s", run.elapsed),
         Some((component, _)) if down_at_end => format!(
-            "stuck on {component}: the API never came back; stopped at the {} s deadline",
-            naive_deadline(args).as_secs()
+            "stuck on {component}: the API never came back; stopped after {:.1} s",
+            run.elapsed
         ),
-        Some((component, error)) => format!(
-            "stuck on {component} at the {} s deadline ({error})",
-            naive_deadline(args).as_secs()
-        ),
+        Some((component, error)) => {
+            format!(
+                "stuck on {component}; stopped after {:.1} s ({error})",
+                run.elapsed
+            )
+        }
     };
     Ok(Figures {
         label: "naive set image",

@@ -130,7 +130,9 @@ pub fn verdict(selfhost: &Figures, nodes: usize, naive: Option<&Figures>) -> (bo
     } else if nodes >= 3 && selfhost.failed_probes() > 0 {
         format!(
             "selfhost upgraded the control plane and the API never went down, but {} probe(s) \
-             failed; on {nodes} nodes none should.",
+             failed; on {nodes} nodes none should. (Under the measured hand-over model a request \
+             can be caught on a keep-alive connection that a stopping apiserver closes; see why \
+             above.)",
             selfhost.failed_probes()
         )
     } else {

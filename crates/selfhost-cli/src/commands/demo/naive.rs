@@ -79,10 +79,35 @@ async fn set_image(api: &Api<DaemonSet>, component: Component, to: &str) -> Resu
     Ok(image)
 }
 
-/// Runs the naive upgrade to `to` with `client`, giving up at `deadline` from now.
-pub async fn upgrade(client: kube::Client, to: &str, deadline: Duration) -> NaiveRun {
+/// What a user watching `kubectl rollout status` sees move.
+fn progress(ds: &DaemonSet) -> Option<(Option<i64>, Option<i32>, Option<i32>, i32)> {
+    ds.status.as_ref().map(|s| {
+        (
+            s.observed_generation,
+            s.updated_number_scheduled,
+            s.number_available,
+            s.number_ready,
+        )
+    })
+}
+
+/// When the naive run gives up: after `stall` without any progress (no answer, or a rollout
+/// status that does not move), and in any case after `limit`.
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    /// The longest time without progress.
+    pub stall: Duration,
+    /// The longest run.
+    pub limit: Duration,
+}
+
+/// Runs the naive upgrade to `to` with `client` until it is done or out of `patience`.
+pub async fn upgrade(client: kube::Client, to: &str, patience: Patience) -> NaiveRun {
     let started = Instant::now();
-    let give_up = started + deadline;
+    let limit = started + patience.limit;
+    let mut moved = started;
+    let out_of_patience =
+        |moved: Instant| Instant::now() + POLL > limit || moved.elapsed() > patience.stall;
     let api: Api<DaemonSet> = Api::namespaced(client, NAMESPACE);
     let mut rolled = Vec::new();
     for component in Component::ALL {
@@ -101,13 +126,15 @@ pub async fn upgrade(client: kube::Client, to: &str, deadline: Duration) -> Naiv
                     );
                     break;
                 }
-                Err(e) if Instant::now() + POLL > give_up => {
+                Err(e) if out_of_patience(moved) => {
                     return stuck(started, rolled, component, e);
                 }
                 Err(_) => tokio::time::sleep(POLL).await,
             }
         }
+        moved = Instant::now();
         let mut last_error;
+        let mut seen = None;
         say(
             started,
             format!("kubectl rollout status ds/{}", component.daemonset_name()),
@@ -126,10 +153,17 @@ pub async fn upgrade(client: kube::Client, to: &str, deadline: Duration) -> Naiv
             }
             match read {
                 Ok(ds) if rolled_out(&ds) => break,
-                Ok(_) => last_error = "rollout in progress".into(),
+                Ok(ds) => {
+                    last_error = "the rollout does not progress".into();
+                    let now = progress(&ds);
+                    if now != seen {
+                        seen = now;
+                        moved = Instant::now();
+                    }
+                }
                 Err(e) => last_error = e.to_string(),
             }
-            if Instant::now() + POLL > give_up {
+            if out_of_patience(moved) {
                 return stuck(started, rolled, component, last_error);
             }
             tokio::time::sleep(POLL).await;
@@ -157,7 +191,7 @@ fn stuck(
     say(
         started,
         format!(
-            "{}: still not rolled out at the deadline; giving up ({error})",
+            "{}: not rolled out, and nothing moves; giving up ({error})",
             component.name()
         ),
     );
