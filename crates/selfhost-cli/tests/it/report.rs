@@ -226,36 +226,38 @@ fn the_demo_report_shows_every_lane_and_step_and_fetches_nothing() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn apply_report_says_its_availability_comes_from_the_engines_health_probe() {
+#[test]
+fn apply_report_says_its_availability_comes_from_the_engines_health_probe() {
     let _one = crate::demo::ONE_DEMO_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let sim = SimCluster::builder()
-        .control_plane_nodes(1)
-        .version("v1.33.1")
-        .mode(BootstrapMode::SelfHosted)
-        .port_sharing(true)
-        .timings(SimTimings::scaled(10))
-        .start()
-        .await
+    // The simulated cluster runs on this runtime's workers while the command runs.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let sim = runtime
+        .block_on(
+            SimCluster::builder()
+                .control_plane_nodes(1)
+                .version("v1.33.1")
+                .mode(BootstrapMode::SelfHosted)
+                .port_sharing(true)
+                .timings(SimTimings::scaled(10))
+                .start(),
+        )
         .expect("cluster starts");
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("apply.html");
-    let kubeconfig = sim.kubeconfig_path().to_path_buf();
-    let report = file.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        crate::selfhost()
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["apply", "v1.34.0", "--yes", "--report"])
-            .arg(&report)
-            .timeout(Duration::from_secs(240))
-            .output()
-            .expect("selfhost runs")
-    })
-    .await
-    .expect("the command ends");
+    let output = crate::selfhost()
+        .arg("--kubeconfig")
+        .arg(sim.kubeconfig_path())
+        .args(["apply", "v1.34.0", "--yes", "--report"])
+        .arg(&file)
+        .timeout(Duration::from_secs(240))
+        .output()
+        .expect("selfhost runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("report written to"), "{stderr}");
@@ -278,5 +280,5 @@ async fn apply_report_says_its_availability_comes_from_the_engines_health_probe(
         );
     }
     assert!(page.text.contains("The control plane runs v1.34.0."));
-    sim.shutdown().await;
+    runtime.block_on(sim.shutdown());
 }

@@ -112,12 +112,12 @@ impl Scale {
 pub fn render_html(report: &UpgradeReport) -> String {
     let mut page = String::new();
     let title = escape(&report.title);
-    let _ = write!(
+    let _ = writeln!(
         page,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n\
          <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
-         <h1>{title}</h1>\n<p class=\"sub\">{}</p>\n<p class=\"verdict {}\">{}</p>\n",
+         <h1>{title}</h1>\n<p class=\"sub\">{}</p>\n<p class=\"verdict {}\">{}</p>",
         escape(&report.subtitle),
         if report.success { "ok" } else { "bad" },
         escape(&report.verdict),
@@ -174,9 +174,9 @@ fn render_svg(page: &mut String, report: &UpgradeReport) {
     for lane in &report.lanes {
         if component != Some(lane.component) {
             component = Some(lane.component);
-            let _ = write!(
+            let _ = writeln!(
                 body,
-                "<g class=\"heading\"><text x=\"4\" y=\"{:.1}\">{}</text></g>\n",
+                "<g class=\"heading\"><text x=\"4\" y=\"{:.1}\">{}</text></g>",
                 y + 15.0,
                 escape(lane.component.name())
             );
@@ -188,10 +188,10 @@ fn render_svg(page: &mut String, report: &UpgradeReport) {
     // Markers go last so that their guide lines are drawn over the lanes they cross.
     render_markers(&mut body, &scale, &report.markers, steps_top, height);
     let width = LABEL_WIDTH + PLOT_WIDTH + RIGHT_MARGIN;
-    let _ = write!(
+    let _ = writeln!(
         page,
         "<svg width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" \
-         role=\"img\" aria-label=\"upgrade timeline\">\n"
+         role=\"img\" aria-label=\"upgrade timeline\">"
     );
     render_axis(page, &scale, height);
     page.push_str(&body);
@@ -210,10 +210,10 @@ fn render_axis(page: &mut String, scale: &Scale, height: f64) {
         } else {
             format!("{tick:.0} s")
         };
-        let _ = write!(
+        let _ = writeln!(
             page,
             "<line x1=\"{x:.1}\" y1=\"14\" x2=\"{x:.1}\" y2=\"{height:.1}\"/>\
-             <text x=\"{x:.1}\" y=\"11\" text-anchor=\"middle\">{label}</text>\n"
+             <text x=\"{x:.1}\" y=\"11\" text-anchor=\"middle\">{label}</text>"
         );
         n += 1;
         tick = f64::from(n) * step;
@@ -222,22 +222,22 @@ fn render_axis(page: &mut String, scale: &Scale, height: f64) {
 }
 
 fn render_availability(body: &mut String, scale: &Scale, availability: &Availability, y: f64) {
-    let _ = write!(
+    let _ = writeln!(
         body,
         "<g class=\"lane\" id=\"lane-api\" data-lane=\"api\">\
          <text x=\"4\" y=\"{:.1}\">API availability</text>\
          <rect class=\"api-up\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{PLOT_WIDTH:.1}\" height=\"{BAND_HEIGHT:.1}\">\
-         <title>{} probes, {} failed</title></rect>\n",
+         <title>{} probes, {} failed</title></rect>",
         y + BAND_HEIGHT / 2.0 + 4.0,
         LABEL_WIDTH,
         availability.attempts,
         availability.failures.len(),
     );
     for (from, to) in &availability.outages {
-        let _ = write!(
+        let _ = writeln!(
             body,
             "<rect class=\"outage\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{BAND_HEIGHT:.1}\">\
-             <title>API down from {} to {}</title></rect>\n",
+             <title>API down from {} to {}</title></rect>",
             scale.x(*from),
             scale.width(*from, *to),
             seconds(*from),
@@ -252,10 +252,10 @@ fn render_availability(body: &mut String, scale: &Scale, availability: &Availabi
             ProbeKind::Health => (y, y + BAND_HEIGHT),
         };
         let x = scale.x(failure.at);
-        let _ = write!(
+        let _ = writeln!(
             body,
             "<line class=\"failure {}\" x1=\"{x:.1}\" y1=\"{top:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\">\
-             <title>{} failed at {}: {}</title></line>\n",
+             <title>{} failed at {}: {}</title></line>",
             failure.kind.name(),
             failure.kind.name(),
             seconds(failure.at),
@@ -269,11 +269,11 @@ fn render_lane(body: &mut String, scale: &Scale, lane: &Lane, y: f64) -> f64 {
     let height = lane.tracks.max(1) as f64 * TRACK_HEIGHT + 6.0;
     let node = escape(&lane.node);
     let component = lane.component.name();
-    let _ = write!(
+    let _ = writeln!(
         body,
         "<g class=\"lane\" data-lane=\"pods\" data-node=\"{node}\" data-component=\"{component}\">\
          <rect class=\"lane-bg\" x=\"{LABEL_WIDTH:.1}\" y=\"{y:.1}\" width=\"{PLOT_WIDTH:.1}\" height=\"{:.1}\"/>\
-         <text x=\"14\" y=\"{:.1}\">{node}</text>\n",
+         <text x=\"14\" y=\"{:.1}\">{node}</text>",
         height - 2.0,
         y + height / 2.0 + 3.0,
     );
@@ -288,10 +288,10 @@ fn render_lane(body: &mut String, scale: &Scale, lane: &Lane, y: f64) -> f64 {
             if state.terminating {
                 class.push_str(" terminating");
             }
-            let _ = write!(
+            let _ = writeln!(
                 body,
                 "<rect class=\"{class}\" x=\"{:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\">\
-                 <title>{} ({} template) {}, {}{}: {} to {}</title></rect>\n",
+                 <title>{} ({} template) {}, {}{}: {} to {}</title></rect>",
                 scale.x(segment.from),
                 scale.width(segment.from, segment.to),
                 TRACK_HEIGHT - 3.0,
@@ -318,10 +318,10 @@ fn is_bad_outcome(step: &str) -> bool {
 }
 
 fn render_markers(body: &mut String, scale: &Scale, markers: &[Marker], top: f64, bottom: f64) {
-    let _ = write!(
+    let _ = writeln!(
         body,
         "<g class=\"lane\" id=\"lane-steps\" data-lane=\"steps\">\
-         <text x=\"4\" y=\"{:.1}\">Engine steps</text></g>\n",
+         <text x=\"4\" y=\"{:.1}\">Engine steps</text></g>",
         top + BAND_HEIGHT / 2.0 + 4.0
     );
     for (i, marker) in markers.iter().enumerate() {
@@ -333,13 +333,13 @@ fn render_markers(body: &mut String, scale: &Scale, markers: &[Marker], top: f64
             (true, false) => "marker finish",
             (true, true) => "marker finish bad",
         };
-        let _ = write!(
+        let _ = writeln!(
             body,
             "<g class=\"{class}\" data-step=\"{}\" data-component=\"{}\">\
              <line x1=\"{x:.1}\" y1=\"{cy:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\"/>\
              <circle cx=\"{x:.1}\" cy=\"{cy:.1}\" r=\"6.5\"/>\
              <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\
-             <title>{}. {} at {}: {}: {}</title></g>\n",
+             <title>{}. {} at {}: {}: {}</title></g>",
             escape(&marker.step),
             marker.component.name(),
             cy + 3.0,

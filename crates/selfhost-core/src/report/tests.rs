@@ -419,6 +419,12 @@ fn the_page_renders_as_before() {
     insta::assert_snapshot!(render_html(&sample_report()));
 }
 
+/// Labels, and the owner and template they mean.
+type Classified = (
+    &'static [(&'static str, &'static str)],
+    Option<(PodOwner, TemplateKind)>,
+);
+
 #[test]
 fn control_plane_pods_are_told_apart_by_their_labels() {
     use std::collections::{BTreeMap, BTreeSet};
@@ -429,7 +435,7 @@ fn control_plane_pods_are_told_apart_by_their_labels() {
             .collect()
     };
     let original = BTreeSet::from(["aaa".to_string()]);
-    let cases: [(&[(&str, &str)], Option<(PodOwner, TemplateKind)>); 7] = [
+    let cases: [Classified; 7] = [
         (
             &[
                 ("k8s-app", "self-hosted-kube-apiserver"),

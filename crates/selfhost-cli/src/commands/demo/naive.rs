@@ -79,8 +79,12 @@ async fn set_image(api: &Api<DaemonSet>, component: Component, to: &str) -> Resu
     Ok(image)
 }
 
+/// The status fields a user watching `kubectl rollout status` sees move: observed generation,
+/// updated, available and ready pods.
+type Progress = (Option<i64>, Option<i32>, Option<i32>, i32);
+
 /// What a user watching `kubectl rollout status` sees move.
-fn progress(ds: &DaemonSet) -> Option<(Option<i64>, Option<i32>, Option<i32>, i32)> {
+fn progress(ds: &DaemonSet) -> Option<Progress> {
     ds.status.as_ref().map(|s| {
         (
             s.observed_generation,
