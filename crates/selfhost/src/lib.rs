@@ -10,6 +10,7 @@ pub mod health;
 pub mod identity;
 pub mod observe;
 pub mod plan;
+pub mod prepull;
 pub mod record;
 pub mod retry;
 pub mod target;

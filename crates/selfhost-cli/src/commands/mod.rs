@@ -6,6 +6,7 @@ pub mod config_file;
 pub mod demo;
 pub mod manifests;
 pub mod plan;
+pub mod prepull;
 pub mod sim;
 pub mod status;
 pub mod trace;

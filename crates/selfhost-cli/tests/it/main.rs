@@ -5,6 +5,8 @@ mod demo;
 mod kubectl_apply;
 mod manifests;
 mod preflight;
+mod prepull;
+mod progress;
 mod report;
 mod resume;
 mod sim_command;
