@@ -11,6 +11,8 @@ pub mod health;
 pub mod identity;
 pub mod observe;
 pub mod plan;
+pub mod prepull;
+pub mod record;
 pub mod retry;
 pub mod target;
 pub mod upgrade;

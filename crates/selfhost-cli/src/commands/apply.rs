@@ -17,7 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{ApplyArgs, GlobalArgs, OutputFormat};
 use crate::exit::{CliError, Outcome};
+use crate::progress::Progress;
 use crate::ui;
+
+use super::trace::RunTrace;
 
 /// The command that continues this run, for messages.
 fn resume_command(args: &ApplyArgs) -> String {
@@ -116,8 +119,20 @@ fn confirm(target: &str) -> Result<bool, CliError> {
     ))
 }
 
-/// Runs the upgrade.
+/// Runs the upgrade, and writes the report if `--report` asks for one.
 pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliError> {
+    let mut trace = RunTrace::new(args.report.is_some(), true);
+    let result = run_traced(global, args, &mut trace).await;
+    super::trace::write_apply_report(args, trace).await;
+    result
+}
+
+/// Runs the upgrade, leaving its events, result and recording in `trace`.
+pub async fn run_traced(
+    global: &GlobalArgs,
+    args: &ApplyArgs,
+    trace: &mut RunTrace,
+) -> Result<Outcome, CliError> {
     let request = super::plan::request(&args.target, args.config.as_ref(), &args.flags)?;
     let deadline = match &args.timeout {
         Some(text) => humantime::parse_duration(text).map_err(|e| {
@@ -135,10 +150,12 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     }
     let json = global.output == OutputFormat::Json;
     let (clients, mut observer) = super::cluster::connect(global).await?;
+    trace.connected(&clients);
     let policy = RetryPolicy::default();
-    let (plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
+    let (mut plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
         .await
         .map_err(|e| CliError::from(anyhow::Error::from(e)))?;
+    let prepull = super::prepull::skip_unless_requested(&mut plan, args.flags.prepull);
     if !plan.proceeds {
         if !json {
             ui::say(super::plan::render_text(&plan));
@@ -180,9 +197,11 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
 
     let cancel = CancellationToken::new();
     let signal_cancel = cancel.clone();
+    let progress = Progress::stderr();
+    let signal_progress = progress.clone();
     let signals = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            ui::say(
+            signal_progress.line(
                 "stopping at the next safe point (press Ctrl-C again to abandon the run at once)...",
             );
             signal_cancel.cancel();
@@ -191,27 +210,39 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
             }
         }
     });
+    if prepull {
+        // `--timeout` bounds the prepull too when given.
+        let prepull_deadline = args.timeout.as_ref().map(|_| deadline);
+        let on = super::prepull::Cluster {
+            client: &clients.api,
+            cancel: &cancel,
+            progress: &progress,
+        };
+        super::prepull::before_apply(
+            &mut plan,
+            &targets,
+            prepull_deadline,
+            args.dry_run,
+            json,
+            &on,
+        )
+        .await?;
+    }
     let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
+    let shown = progress.clone();
     let printer = tokio::spawn(async move {
-        // People get at most one "waiting for" line a second; programs get every event.
-        let mut last_wait: Option<f64> = None;
+        // Programs get every event; people get the progress display of progress.rs.
+        let mut seen = Vec::new();
         while let Some(event) = receiver.recv().await {
+            seen.push(event.clone());
             if json {
                 let _ = ui::json_line(&event);
                 continue;
             }
-            if matches!(event.event, Event::Waiting { .. }) {
-                if last_wait.is_some_and(|at| event.at - at < 1.0) {
-                    continue;
-                }
-                last_wait = Some(event.at);
-            } else {
-                last_wait = None;
-            }
-            if let Some(line) = render(&event) {
-                ui::say(line);
-            }
+            shown.event(&event, render(&event));
         }
+        shown.finish();
+        seen
     });
     let options = ApplyOptions {
         pivot: PivotOptions {
@@ -227,6 +258,7 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
         },
         resume_command: resume_command(args),
     };
+    trace.engine_starting();
     let events = Events::to(sender);
     let result = apply(
         &mut observer,
@@ -238,8 +270,11 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     )
     .await;
     drop(events);
-    let _ = printer.await;
+    trace.events = printer.await.unwrap_or_default();
     signals.abort();
+    if let Ok(report) = &result {
+        trace.finished(report);
+    }
     let report = result.map_err(|e| CliError {
         outcome: Outcome::NotRestored,
         error: anyhow!(e).context(format!(

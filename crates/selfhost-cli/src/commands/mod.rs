@@ -7,5 +7,7 @@ pub mod convert;
 pub mod demo;
 pub mod manifests;
 pub mod plan;
+pub mod prepull;
 pub mod sim;
 pub mod status;
+pub mod trace;
