@@ -20,7 +20,6 @@ mod tests;
 pub use to_daemonset::{gate_daemonset, is_gated, permits_port_sharing, self_hosted_daemonset};
 pub use to_static::{SecretFile, secret_files, static_pod_from_template};
 
-
 use crate::component::Component;
 use crate::daemonset::CertsError;
 
@@ -72,7 +71,9 @@ pub enum ManifestError {
     #[error("not YAML: {0}")]
     NotYaml(String),
     /// Another kind of object.
-    #[error("expected apiVersion v1 and kind Pod, found apiVersion {api_version:?} and kind {kind:?}")]
+    #[error(
+        "expected apiVersion v1 and kind Pod, found apiVersion {api_version:?} and kind {kind:?}"
+    )]
     NotAPod {
         /// Its apiVersion.
         api_version: String,

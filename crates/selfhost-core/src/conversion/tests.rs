@@ -579,7 +579,10 @@ fn manifests_are_read_as_the_kubelet_reads_them() {
     let yaml = crate::render::to_yaml(&pod).expect("yaml");
     assert_eq!(parse_manifest(&yaml), Ok(pod));
     let rows = [
-        ("apiVersion: apps/v1\nkind: Deployment\n", "found apiVersion \"apps/v1\" and kind \"Deployment\""),
+        (
+            "apiVersion: apps/v1\nkind: Deployment\n",
+            "found apiVersion \"apps/v1\" and kind \"Deployment\"",
+        ),
         ("just text", "found apiVersion \"\""),
         ("{ not: [yaml", "not YAML"),
         ("apiVersion: v1\nkind: Pod\nspec: 3\n", "not a valid Pod"),
