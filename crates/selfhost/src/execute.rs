@@ -38,7 +38,7 @@ pub enum Applied {
     },
 }
 
-pub(crate) fn superseded_or<T>(
+fn superseded_or<T>(
     result: Result<T, ApiCallError>,
     ok: impl FnOnce(T) -> Applied,
 ) -> Result<Applied, ApiCallError> {
