@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod cluster;
 pub mod config_file;
+pub mod convert;
 pub mod demo;
 pub mod manifests;
 pub mod plan;
@@ -10,3 +11,4 @@ pub mod prepull;
 pub mod signals;
 pub mod sim;
 pub mod status;
+pub mod trace;
