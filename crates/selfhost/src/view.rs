@@ -97,12 +97,25 @@ impl LeaseVersions {
     }
 }
 
-struct Shared {
-    changes: watch::Sender<u64>,
-    last_error: Arc<Mutex<Option<String>>>,
+pub(crate) struct Shared {
+    pub(crate) changes: watch::Sender<u64>,
+    pub(crate) last_error: Arc<Mutex<Option<String>>>,
 }
 
-fn spawn_reflector<K>(
+pub(crate) fn spawn_reflector<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    shared: &Arc<Shared>,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    spawn_reflector_with(api, config, shared, |_| {})
+}
+
+/// [`spawn_reflector`], calling `on_version` with every object version the watch delivers.
+fn spawn_reflector_with<K>(
     api: Api<K>,
     config: watcher::Config,
     shared: &Arc<Shared>,
@@ -159,30 +172,26 @@ impl ClusterView {
             Api::<DaemonSet>::namespaced(ns(client), NAMESPACE),
             watcher::Config::default(),
             &shared,
-            |_| {},
         );
         let (pods, t2) = spawn_reflector(
             Api::<Pod>::namespaced(ns(client), NAMESPACE),
             watcher::Config::default().labels(&real_selector),
             &shared,
-            |_| {},
         );
         let (backup_pods, t3) = spawn_reflector(
             Api::<Pod>::namespaced(ns(client), NAMESPACE),
             watcher::Config::default().labels(BACKUP_LABEL),
             &shared,
-            |_| {},
         );
         let (nodes, t4) = spawn_reflector(
             Api::<Node>::all(ns(client)),
             watcher::Config::default().labels(CONTROL_PLANE_NODE_LABEL),
             &shared,
-            |_| {},
         );
         let lease_versions = LeaseVersions::default();
         let (leases, t5) = {
             let versions = lease_versions.clone();
-            spawn_reflector(
+            spawn_reflector_with(
                 Api::<Lease>::namespaced(ns(client), NAMESPACE),
                 watcher::Config::default(),
                 &shared,

@@ -3,6 +3,7 @@
 
 mod campaign_regressions;
 mod client;
+mod convert;
 mod prepull;
 mod retry;
 mod upgrade;
