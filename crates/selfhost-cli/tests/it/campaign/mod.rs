@@ -66,6 +66,14 @@ const QUICK_EXCLUSIONS: &[(u64, &str)] = &[
         219645376349020,
         "open finding C (rollback of a never-Ready apiserver stops with exit 4)",
     ),
+    (
+        267491827694771,
+        "open finding A (identity, four nodes, measured, 20% errors)",
+    ),
+    (
+        184516249649862,
+        "open finding G (restarts forced by an API crash judged a crash loop)",
+    ),
 ];
 
 fn replay_command(seed: u64) -> String {
