@@ -21,6 +21,7 @@ mod pod;
 mod ports;
 mod probe;
 mod process;
+mod pull;
 mod report;
 mod runtime;
 mod static_pods;
