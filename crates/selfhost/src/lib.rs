@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod client;
+pub mod convert;
 pub mod error;
 pub mod events;
 pub mod execute;
@@ -11,6 +12,7 @@ pub mod identity;
 pub mod observe;
 pub mod plan;
 pub mod prepull;
+pub mod record;
 pub mod retry;
 pub mod target;
 pub mod upgrade;

@@ -3,9 +3,11 @@
 pub mod apply;
 pub mod cluster;
 pub mod config_file;
+pub mod convert;
 pub mod demo;
 pub mod manifests;
 pub mod plan;
 pub mod prepull;
 pub mod sim;
 pub mod status;
+pub mod trace;
