@@ -134,7 +134,16 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
         )));
     }
     let json = global.output == OutputFormat::Json;
-    let (clients, mut observer) = super::cluster::connect(global).await?;
+    let mut permissions = selfhost::access::upgrade();
+    if args.config.is_none() {
+        permissions.extend(selfhost::access::cluster_config());
+    }
+    let needs = super::cluster::Needs {
+        command: "selfhost apply",
+        permissions,
+        role: selfhost::access::UPGRADER,
+    };
+    let (clients, mut observer) = super::cluster::connect(global, needs).await?;
     let policy = RetryPolicy::default();
     let (plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
         .await

@@ -3,8 +3,10 @@
 use std::time::Duration;
 
 use anyhow::anyhow;
+use selfhost::access::{self, AccessCheck, Permission, PermissionsMissing};
 use selfhost::health;
 use selfhost::observe::Observer;
+use selfhost::retry::RetryPolicy;
 use selfhost::{ClientArgs, Clients};
 
 use crate::args::GlobalArgs;
@@ -13,8 +15,21 @@ use crate::exit::{CliError, Outcome};
 /// How long the first list of the control-plane objects may take.
 const FIRST_LIST: Duration = Duration::from_secs(30);
 
-/// Connects as kubectl would, checks the API answers, and starts watching it.
-pub async fn connect(global: &GlobalArgs) -> Result<(Clients, Observer), CliError> {
+/// What a command needs of the API besides observing the control plane.
+#[derive(Debug, Clone)]
+pub struct Needs {
+    /// The command, for messages: `selfhost apply`.
+    pub command: &'static str,
+    /// Its permissions beyond [`access::observe`].
+    pub permissions: Vec<Permission>,
+    /// The service account of deploy/rbac.yaml that has them all.
+    pub role: &'static str,
+}
+
+/// Connects as kubectl would, checks the API answers and that the credentials have every
+/// permission the command needs (refusing with exit 3 and the list of missing ones before
+/// anything is done), and starts watching it.
+pub async fn connect(global: &GlobalArgs, needs: Needs) -> Result<(Clients, Observer), CliError> {
     let args = ClientArgs {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
@@ -36,6 +51,25 @@ pub async fn connect(global: &GlobalArgs) -> Result<(Clients, Observer), CliErro
                 ready.problem.unwrap_or_default()
             ),
         });
+    }
+    let mut permissions = access::observe();
+    permissions.extend(needs.permissions);
+    match access::check(&clients.api, &permissions, &RetryPolicy::default()).await {
+        AccessCheck::Granted => {}
+        AccessCheck::Missing(missing) => {
+            return Err(CliError {
+                outcome: Outcome::Refused,
+                error: PermissionsMissing {
+                    command: needs.command.to_string(),
+                    role: needs.role.to_string(),
+                    missing,
+                }
+                .into(),
+            });
+        }
+        AccessCheck::Unknown(why) => {
+            tracing::warn!("cannot check the permissions up front ({why}); going on");
+        }
     }
     let observer = Observer::start(&clients);
     observer.ready(FIRST_LIST).await.map_err(|e| CliError {

@@ -163,7 +163,16 @@ pub fn render_text(plan: &Plan) -> String {
 /// Prints the plan.
 pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliError> {
     let request = request(&args.target, args.config.as_ref(), &args.flags)?;
-    let (clients, mut observer) = super::cluster::connect(global).await?;
+    let needs = super::cluster::Needs {
+        command: "selfhost plan",
+        permissions: if args.config.is_none() {
+            selfhost::access::cluster_config()
+        } else {
+            Vec::new()
+        },
+        role: selfhost::access::VIEWER,
+    };
+    let (clients, mut observer) = super::cluster::connect(global, needs).await?;
     let (plan, _, _) = make_plan(
         &mut observer,
         &clients.api,

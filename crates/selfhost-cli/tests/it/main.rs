@@ -4,6 +4,7 @@
 mod kubectl_apply;
 mod manifests;
 mod preflight;
+mod rbac;
 mod resume;
 mod sim_command;
 mod sim_fidelity;
