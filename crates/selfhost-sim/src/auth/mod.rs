@@ -20,6 +20,7 @@
 
 pub mod attributes;
 pub mod bootstrap;
+pub mod protobuf;
 pub mod rbac;
 pub mod review;
 

@@ -63,18 +63,27 @@ fn invalid(why: &str) -> ApiError {
     }
 }
 
-/// Answers the review in `body` for `user`.
+/// Answers the review in `body` (JSON, or Kubernetes protobuf when `content_type` says so,
+/// as kubectl sends it) for `user`.
 ///
 /// # Errors
-/// 400 for a body that is not JSON, 422 for a spec asking about nothing or two things.
+/// 400 for a body that does not decode, 422 for a spec asking about nothing or two things.
 pub fn answer(
     auth: &Authenticator,
     store: &Store,
     user: &UserInfo,
+    content_type: &str,
     body: &[u8],
 ) -> Result<Value, ApiError> {
-    let review: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the body of the review is not JSON: {e}")))?;
+    let review: Value = if content_type.starts_with(super::protobuf::MEDIA_TYPE) {
+        super::protobuf::review(body).map_err(|e| {
+            ApiError::bad_request(format!("the body of the review cannot be decoded: {e}"))
+        })?
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the body of the review is not JSON: {e}"))
+        })?
+    };
     let spec = &review["spec"];
     let decision = auth.authorize(store, user, &asked(spec)?);
     let mut status = json!({ "allowed": decision.allowed });

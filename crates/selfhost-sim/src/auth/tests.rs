@@ -624,6 +624,7 @@ fn reviews_answer_for_the_asker() {
             &auth,
             &store,
             &sa,
+            "application/json",
             json!({ "spec": spec }).to_string().as_bytes(),
         )
     };
@@ -635,7 +636,7 @@ fn reviews_answer_for_the_asker() {
     assert_eq!(readyz["status"]["allowed"], true);
     assert_eq!(ask(json!({})).unwrap_err().code, 422);
     assert_eq!(
-        review::answer(&auth, &store, &sa, b"{not json")
+        review::answer(&auth, &store, &sa, "application/json", b"{not json")
             .unwrap_err()
             .code,
         400

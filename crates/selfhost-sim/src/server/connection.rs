@@ -228,6 +228,12 @@ async fn access_review(core: &Core, user: &UserInfo, req: Request<Incoming>) -> 
             req.method()
         )));
     }
+    let content_type = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
     let body = match http_body_util::BodyExt::collect(req.into_body()).await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => {
@@ -236,7 +242,7 @@ async fn access_review(core: &Core, user: &UserInfo, req: Request<Incoming>) -> 
             )));
         }
     };
-    match review::answer(&core.auth, &core.store, user, &body) {
+    match review::answer(&core.auth, &core.store, user, &content_type, &body) {
         Ok(answer) => {
             let mut response = Response::new(Body::from(answer.to_string()));
             *response.status_mut() = http::StatusCode::CREATED;

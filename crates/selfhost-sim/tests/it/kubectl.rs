@@ -7,6 +7,7 @@
 
 mod generators;
 mod inspect;
+mod rbac;
 mod reads;
 mod validation;
 mod writes;
