@@ -468,3 +468,48 @@ async fn rbac_apply_without_the_viewer_binding() {
     )
     .await;
 }
+
+/// Where the up-front check cannot be made (reviews not allowed), a denied write is still
+/// reported in the same words when it happens — after the 403 was tried twice more (a
+/// starting apiserver denies before its authorization cache loads) — and the run stops
+/// there, saying how to resume. This is what the up-front check exists to prevent: the
+/// backup DaemonSet was already created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_without_the_up_front_check_a_denied_write_still_names_the_permission() {
+    let docs = cut(
+        cut(manifest(), Cut::Rule("ClusterRole", VIEWER, 2)),
+        Cut::Rule("Role", UPGRADER, 1),
+    );
+    let (sim, _dir, kubeconfig) = cluster_as(&docs, UPGRADER).await;
+    let bindings: Api<DynamicObject> = Api::all_with(
+        sim.client(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+        )),
+    );
+    bindings
+        .delete("system:basic-user", &Default::default())
+        .await
+        .expect("remove the bootstrap binding that lets everyone ask");
+    let out = selfhost(&kubeconfig, &["apply", TO, "--yes"]).await;
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot check the permissions up front"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            r#"update DaemonSet kube-system/self-hosted-kube-apiserver: forbidden: needs update on daemonsets.apps "self-hosted-kube-apiserver" in namespace kube-system (denied to user "system:serviceaccount:kube-system:selfhost-upgrader")"#
+        ),
+        "{err}"
+    );
+    assert!(err.contains("(after 3 attempts)"), "{err}");
+    assert!(err.contains("kubectl apply -f deploy/rbac.yaml"), "{err}");
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains(&format!("selfhost apply {TO}")),
+        "says how to resume: {err}"
+    );
+}
