@@ -25,6 +25,8 @@ pub mod rbac;
 pub mod review;
 
 #[cfg(test)]
+mod attributes_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
