@@ -180,6 +180,19 @@ pub fn upgrade() -> Vec<Permission> {
     needs
 }
 
+/// What `--prepull` needs besides the reads (prepull.rs): create the prepull DaemonSets
+/// `upgrade-prepull-<component>`, read one back when its watch may have missed it, and
+/// delete them.
+pub fn prepull() -> Vec<Permission> {
+    let daemonset = |verb: &str| Permission::in_kube_system(verb, "apps", "daemonsets");
+    let mut needs = vec![daemonset("create")];
+    for component in Component::ALL {
+        needs.push(daemonset("get").named(&component.prepull_name()));
+        needs.push(daemonset("delete").named(&component.prepull_name()));
+    }
+    needs
+}
+
 /// What the check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AccessCheck {

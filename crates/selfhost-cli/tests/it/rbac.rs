@@ -19,6 +19,7 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use selfhost_sim::auth::UserInfo;
 use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::controllers::kubelet::ImageBehaviour;
 use selfhost_sim::{SimCluster, SimTimings};
 use serde_json::Value;
 
@@ -105,6 +106,8 @@ async fn cluster() -> SimCluster {
         .mode(BootstrapMode::SelfHosted)
         .port_sharing(true)
         .timings(SimTimings::fast())
+        // The pause image the prepull pods of a v1.34 target run.
+        .image("registry.k8s.io/pause:3.10.1", ImageBehaviour::default())
         .start()
         .await
         .expect("cluster starts")
@@ -415,7 +418,7 @@ async fn rbac_apply_without_patching_and_deleting_backups() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_apply_without_deleting_pods() {
     refused_without(
-        Cut::Rule("Role", UPGRADER, 3),
+        Cut::Rule("Role", UPGRADER, 4),
         UPGRADER,
         &["apply", TO, "--yes"],
         &["forbidden: needs delete on pods in namespace kube-system;"],
@@ -427,7 +430,7 @@ async fn rbac_apply_without_deleting_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_apply_without_handing_over_leases() {
     refused_without(
-        Cut::Rule("Role", UPGRADER, 4),
+        Cut::Rule("Role", UPGRADER, 5),
         UPGRADER,
         &["apply", TO, "--yes"],
         &[
@@ -435,6 +438,51 @@ async fn rbac_apply_without_handing_over_leases() {
             r#"delete on leases.coordination.k8s.io "kube-scheduler" in namespace kube-system"#,
         ],
         &["on daemonsets", "on pods"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_apply_with_prepull_works_with_exactly_the_upgrader_roles() {
+    let (sim, _dir, kubeconfig) = cluster_as(&manifest(), UPGRADER).await;
+    let out = selfhost(&kubeconfig, &["apply", TO, "--yes", "--prepull"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let images = images(&sim).await;
+    assert_eq!(
+        images.len(),
+        3,
+        "no prepull or backup DaemonSet left: {images:?}"
+    );
+    assert!(images.iter().all(|i| i.ends_with(":v1.34.0")), "{images:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_apply_with_prepull_without_its_rule() {
+    refused_without(
+        Cut::Rule("Role", UPGRADER, 3),
+        UPGRADER,
+        &["apply", TO, "--yes", "--prepull"],
+        &[
+            r#"get on daemonsets.apps "upgrade-prepull-kube-apiserver" in namespace kube-system"#,
+            r#"delete on daemonsets.apps "upgrade-prepull-kube-scheduler" in namespace kube-system"#,
+        ],
+        &["update on", "on pods", "on leases"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_plan_with_prepull_needs_the_upgrader_roles() {
+    refused_without(
+        Cut::Document("RoleBinding", UPGRADER),
+        VIEWER,
+        &["plan", TO, "--prepull"],
+        &[
+            "forbidden: needs create on daemonsets.apps in namespace kube-system",
+            r#"delete on daemonsets.apps "upgrade-prepull-kube-apiserver" in namespace kube-system"#,
+            "kube-system/selfhost-upgrader",
+        ],
+        &["update on", "on pods"],
     )
     .await;
 }
