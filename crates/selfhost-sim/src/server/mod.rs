@@ -60,6 +60,9 @@ pub enum SimError {
     /// The TLS identity could not be minted.
     #[error("cannot create the TLS identity: {0}")]
     Tls(String),
+    /// The bootstrap RBAC policy could not be stored.
+    #[error("cannot store the bootstrap RBAC policy: {0}")]
+    RbacPolicy(crate::error::ApiError),
 }
 
 /// How to start a simulated apiserver.
@@ -238,9 +241,7 @@ impl SimServer {
         let store = Store::new(options.store);
         let auth = Arc::new(Authenticator::new(endpoint.token.as_deref(), options.rbac));
         if options.rbac {
-            crate::auth::bootstrap::seed(&store).map_err(|e| {
-                SimError::Client(format!("cannot store the bootstrap RBAC policy: {e}"))
-            })?;
+            crate::auth::bootstrap::seed(&store).map_err(SimError::RbacPolicy)?;
         }
         let core = Arc::new(Core {
             addr,
