@@ -40,6 +40,13 @@ pub async fn connect(global: &GlobalArgs, needs: Needs) -> Result<(Clients, Obse
     // One quick probe first: a dead or unreachable server is reported at once, plainly,
     // instead of after the watches' retries.
     let ready = health::readyz(&clients.probe).await;
+    let problem = ready.problem.clone().unwrap_or_default();
+    if !ready.healthy && problem.starts_with("forbidden") {
+        return Err(CliError {
+            outcome: Outcome::Refused,
+            error: anyhow!("{problem}"),
+        });
+    }
     if !ready.healthy && ready.checks.is_empty() {
         return Err(CliError {
             outcome: Outcome::Refused,

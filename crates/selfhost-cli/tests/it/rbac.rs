@@ -337,6 +337,80 @@ async fn rbac_status_without_listing_nodes() {
     .await;
 }
 
+/// Removes the bootstrap bindings that let every user read health, version and discovery
+/// (a cluster may have had them removed); then only deploy/rbac.yaml grants the paths.
+async fn without_public_paths(sim: &SimCluster) {
+    let bindings: Api<DynamicObject> = Api::all_with(
+        sim.client(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+        )),
+    );
+    for name in ["system:public-info-viewer", "system:discovery"] {
+        bindings
+            .delete(name, &Default::default())
+            .await
+            .expect("remove a bootstrap binding");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_status_where_health_is_not_public_works_with_the_viewer_role() {
+    let (sim, _dir, kubeconfig) = cluster_as(&manifest(), VIEWER).await;
+    without_public_paths(&sim).await;
+    let out = selfhost(&kubeconfig, &["status"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(FROM),
+        "/version was read"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_status_where_health_is_not_public_without_the_path_rule() {
+    let (sim, _dir, kubeconfig) = cluster_as(
+        &cut(manifest(), Cut::Rule("ClusterRole", VIEWER, 1)),
+        VIEWER,
+    )
+    .await;
+    without_public_paths(&sim).await;
+    let before = snapshot(&sim).await;
+    let out = selfhost(&kubeconfig, &["status"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(
+            r#"forbidden: needs get on /readyz (denied to user "system:serviceaccount:kube-system:selfhost-viewer")"#
+        ),
+        "{err}"
+    );
+    assert!(err.contains("kubectl apply -f deploy/rbac.yaml"), "{err}");
+    assert_eq!(snapshot(&sim).await, before, "nothing changed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_where_reviews_are_not_open_to_all_the_viewer_role_may_still_ask() {
+    let (sim, _dir, kubeconfig) = cluster_as(&manifest(), VIEWER).await;
+    let bindings: Api<DynamicObject> = Api::all_with(
+        sim.client(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+        )),
+    );
+    bindings
+        .delete("system:basic-user", &Default::default())
+        .await
+        .expect("remove the bootstrap binding that lets everyone ask");
+    let out = selfhost(&kubeconfig, &["status"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("cannot check the permissions"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_plan_without_reading_the_kubeadm_config() {
     refused_without(
