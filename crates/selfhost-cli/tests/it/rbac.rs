@@ -8,190 +8,9 @@
 //! operator's fix is outside the cluster's state. Exit 1 would claim a failure that was
 //! rolled back, and nothing was attempted.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::time::Duration;
+mod fixture;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
-use selfhost_sim::auth::UserInfo;
-use selfhost_sim::bootstrap::BootstrapMode;
-use selfhost_sim::controllers::kubelet::ImageBehaviour;
-use selfhost_sim::{SimCluster, SimTimings};
-use serde_json::Value;
-
-/// The manifest under test, as shipped.
-const RBAC_YAML: &str = include_str!("../../../../deploy/rbac.yaml");
-const FROM: &str = "v1.33.1";
-const TO: &str = "v1.34.0";
-
-/// The documents of deploy/rbac.yaml.
-fn manifest() -> Vec<Value> {
-    serde_saphyr::from_multiple::<Value>(RBAC_YAML)
-        .expect("deploy/rbac.yaml is YAML")
-        .into_iter()
-        .filter(Value::is_object)
-        .collect()
-}
-
-fn find<'a>(docs: &'a mut [Value], kind: &str, name: &str) -> &'a mut Value {
-    docs.iter_mut()
-        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("deploy/rbac.yaml has a {kind} {name}"))
-}
-
-/// One way of weakening the manifest.
-#[derive(Debug, Clone, Copy)]
-enum Cut {
-    /// Remove the rule with this index from a role.
-    Rule(&'static str, &'static str, usize),
-    /// Remove one name from the `resourceNames` of a role's rule.
-    Name(&'static str, &'static str, usize, &'static str),
-    /// Remove a whole document (a binding).
-    Document(&'static str, &'static str),
-}
-
-fn cut(mut docs: Vec<Value>, cut: Cut) -> Vec<Value> {
-    match cut {
-        Cut::Rule(kind, name, index) => {
-            let rules = find(&mut docs, kind, name)["rules"]
-                .as_array_mut()
-                .expect("rules");
-            assert!(index < rules.len(), "{kind} {name} has a rule {index}");
-            rules.remove(index);
-        }
-        Cut::Name(kind, name, index, object) => {
-            let names = find(&mut docs, kind, name)["rules"][index]["resourceNames"]
-                .as_array_mut()
-                .expect("resourceNames");
-            let before = names.len();
-            names.retain(|n| n != object);
-            assert_eq!(names.len(), before - 1, "{object} was in the rule");
-        }
-        Cut::Document(kind, name) => {
-            find(&mut docs, kind, name);
-            docs.retain(|d| !(d["kind"] == kind && d["metadata"]["name"] == name));
-        }
-    }
-    docs
-}
-
-/// Creates the documents through the API as the cluster's administrator.
-async fn load(sim: &SimCluster, docs: &[Value]) {
-    let client = sim.client();
-    for doc in docs {
-        let api_version = doc["apiVersion"].as_str().expect("apiVersion");
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let kind = doc["kind"].as_str().expect("kind");
-        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-        let object: DynamicObject = serde_json::from_value(doc.clone()).expect("an object");
-        let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
-        api.create(&PostParams::default(), &object)
-            .await
-            .unwrap_or_else(|e| panic!("create {kind} {:?}: {e}", doc["metadata"]["name"]));
-    }
-}
-
-async fn cluster() -> SimCluster {
-    SimCluster::builder()
-        .rbac(true)
-        .control_plane_nodes(1)
-        .version(FROM)
-        .mode(BootstrapMode::SelfHosted)
-        .port_sharing(true)
-        .timings(SimTimings::fast())
-        // The pause image the prepull pods of a v1.34 target run.
-        .image("registry.k8s.io/pause:3.10.1", ImageBehaviour::default())
-        .start()
-        .await
-        .expect("cluster starts")
-}
-
-/// A cluster with `docs` loaded and a kubeconfig for the service account `account` of
-/// deploy/rbac.yaml (the directory holding it lives as long as the returned guard).
-async fn cluster_as(docs: &[Value], account: &str) -> (SimCluster, tempfile::TempDir, PathBuf) {
-    let sim = cluster().await;
-    load(&sim, docs).await;
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("kubeconfig");
-    let yaml = sim
-        .kubeconfig_for(UserInfo::service_account("kube-system", account))
-        .expect("kubeconfig");
-    std::fs::write(&path, yaml).expect("write kubeconfig");
-    (sim, dir, path)
-}
-
-/// Runs the binary from a blocking thread, so the simulator keeps serving meanwhile.
-async fn selfhost(kubeconfig: &Path, args: &[&str]) -> Output {
-    let kubeconfig = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        crate::selfhost()
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(&args)
-            .timeout(Duration::from_secs(120))
-            .output()
-    })
-    .await
-    .expect("joined")
-    .expect("runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// What a refused run must leave alone: each DaemonSet's identity, generation and
-/// annotations, each kube-system pod's identity and deletion state.
-async fn snapshot(sim: &SimCluster) -> BTreeMap<String, String> {
-    let client = sim.client();
-    let lp = ListParams::default();
-    let mut out = BTreeMap::new();
-    for ds in Api::<DaemonSet>::namespaced(client.clone(), "kube-system")
-        .list(&lp)
-        .await
-        .expect("list")
-        .items
-    {
-        let m = &ds.metadata;
-        out.insert(
-            format!("ds/{}", m.name.clone().unwrap_or_default()),
-            format!("{:?} {:?} {:?}", m.uid, m.generation, m.annotations),
-        );
-    }
-    for pod in Api::<Pod>::namespaced(client, "kube-system")
-        .list(&lp)
-        .await
-        .expect("list")
-        .items
-    {
-        let m = &pod.metadata;
-        out.insert(
-            format!("pod/{}", m.name.clone().unwrap_or_default()),
-            format!("{:?} {:?}", m.uid, m.deletion_timestamp),
-        );
-    }
-    out
-}
-
-async fn images(sim: &SimCluster) -> Vec<String> {
-    Api::<DaemonSet>::namespaced(sim.client(), "kube-system")
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-        .iter()
-        .flat_map(|ds| ds.spec.iter().flat_map(|s| s.template.spec.iter()))
-        .flat_map(|spec| spec.containers.iter().filter_map(|c| c.image.clone()))
-        .collect()
-}
+use fixture::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_status_works_with_exactly_the_viewer_role() {
@@ -337,25 +156,6 @@ async fn rbac_status_without_listing_nodes() {
     .await;
 }
 
-/// Removes the bootstrap bindings that let every user read health, version and discovery
-/// (a cluster may have had them removed); then only deploy/rbac.yaml grants the paths.
-async fn without_public_paths(sim: &SimCluster) {
-    let bindings: Api<DynamicObject> = Api::all_with(
-        sim.client(),
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "ClusterRoleBinding",
-        )),
-    );
-    for name in ["system:public-info-viewer", "system:discovery"] {
-        bindings
-            .delete(name, &Default::default())
-            .await
-            .expect("remove a bootstrap binding");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_status_where_health_is_not_public_works_with_the_viewer_role() {
     let (sim, _dir, kubeconfig) = cluster_as(&manifest(), VIEWER).await;
@@ -393,18 +193,7 @@ async fn rbac_status_where_health_is_not_public_without_the_path_rule() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_where_reviews_are_not_open_to_all_the_viewer_role_may_still_ask() {
     let (sim, _dir, kubeconfig) = cluster_as(&manifest(), VIEWER).await;
-    let bindings: Api<DynamicObject> = Api::all_with(
-        sim.client(),
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "ClusterRoleBinding",
-        )),
-    );
-    bindings
-        .delete("system:basic-user", &Default::default())
-        .await
-        .expect("remove the bootstrap binding that lets everyone ask");
+    remove_cluster_role_binding(&sim, "system:basic-user").await;
     let out = selfhost(&kubeconfig, &["status"]).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -603,18 +392,7 @@ async fn rbac_without_the_up_front_check_a_denied_write_still_names_the_permissi
         Cut::Rule("Role", UPGRADER, 1),
     );
     let (sim, _dir, kubeconfig) = cluster_as(&docs, UPGRADER).await;
-    let bindings: Api<DynamicObject> = Api::all_with(
-        sim.client(),
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "ClusterRoleBinding",
-        )),
-    );
-    bindings
-        .delete("system:basic-user", &Default::default())
-        .await
-        .expect("remove the bootstrap binding that lets everyone ask");
+    remove_cluster_role_binding(&sim, "system:basic-user").await;
     let out = selfhost(&kubeconfig, &["apply", TO, "--yes"]).await;
     let err = stderr(&out);
     assert!(
