@@ -127,6 +127,22 @@ pub fn describe(err: &kube::Error) -> String {
     }
 }
 
+/// The message for a watch that failed: the API error in [`describe`]'s words (so a 403 names
+/// the missing permission), prefixed by what the watch was doing.
+pub fn describe_watch(err: &kube::runtime::watcher::Error) -> String {
+    use kube::runtime::watcher::Error as W;
+    match err {
+        W::InitialListFailed(e) => format!("cannot list: {}", describe(e)),
+        W::WatchStartFailed(e) => format!("cannot watch: {}", describe(e)),
+        W::WatchFailed(e) => format!("the watch failed: {}", describe(e)),
+        W::WatchError(status) => format!(
+            "the watch failed: {}",
+            describe(&kube::Error::Api(status.clone()))
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// The permission a 403 says is missing, read from the apiserver's wording (`... User "u"
 /// cannot update resource "daemonsets" in API group "apps" in the namespace "kube-system"`, or
 /// `... cannot get path "/readyz"`) and the object name in its details; with the user denied.
@@ -352,6 +368,29 @@ mod tests {
             )),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_denied_watch_names_the_missing_permission() {
+        use kube::runtime::watcher::Error as W;
+        let denied = || {
+            forbidden(
+                r#"pods is forbidden: User "u" cannot list resource "pods" in API group "" in the namespace "kube-system""#,
+                "",
+            )
+        };
+        let text = describe_watch(&W::InitialListFailed(denied()));
+        assert!(
+            text.starts_with(
+                r#"cannot list: forbidden: needs list on pods in namespace kube-system (denied to user "u"); grant it"#
+            ),
+            "{text}"
+        );
+        let kube::Error::Api(status) = denied() else {
+            unreachable!("built as an API error")
+        };
+        assert!(describe_watch(&W::WatchError(status)).contains("needs list on pods"));
+        assert!(describe_watch(&W::NoResourceVersion).contains("resourceVersion"));
     }
 
     #[test]

@@ -413,3 +413,26 @@ async fn rbac_without_the_up_front_check_a_denied_write_still_names_the_permissi
         "says how to resume: {err}"
     );
 }
+
+/// Where the up-front check cannot be made, a denied watch is named too: the first list
+/// waits its time (the watches retry, as a starting apiserver may deny at first), then the
+/// refusal says which permission the watch lacks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_without_the_up_front_check_a_denied_watch_still_names_the_permission() {
+    let docs = cut(
+        cut(manifest(), Cut::Rule("ClusterRole", VIEWER, 2)),
+        Cut::Rule("Role", VIEWER, 1),
+    );
+    let (sim, _dir, kubeconfig) = cluster_as(&docs, VIEWER).await;
+    remove_cluster_role_binding(&sim, "system:basic-user").await;
+    let out = selfhost(&kubeconfig, &["status"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(
+            r#"last error from the API: cannot list: forbidden: needs list on pods in namespace kube-system (denied to user "system:serviceaccount:kube-system:selfhost-viewer")"#
+        ),
+        "{err}"
+    );
+    assert!(err.contains("kubectl apply -f deploy/rbac.yaml"), "{err}");
+}
