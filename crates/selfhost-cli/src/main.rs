@@ -34,7 +34,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<Outcome, CliError> {
     match &cli.command {
         Command::Manifests(args) => commands::manifests::run(&cli.global, args),
-        Command::Demo(args) => commands::demo::run(&cli.global, args),
+        Command::Demo(args) => block_on(commands::demo::run(&cli.global, args)),
         Command::Status(args) => block_on(commands::status::run(&cli.global, args)),
         Command::Plan(args) => block_on(commands::plan::run(&cli.global, args)),
         Command::Apply(args) => block_on(commands::apply::run(&cli.global, args)),

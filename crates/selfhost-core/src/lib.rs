@@ -15,6 +15,7 @@ pub mod pivot;
 pub mod preflight;
 pub mod prepull;
 pub mod render;
+pub mod report;
 pub mod rollout;
 pub mod skew;
 pub mod version;

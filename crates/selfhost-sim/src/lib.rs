@@ -8,6 +8,7 @@
 mod api;
 pub mod auth;
 pub mod bootstrap;
+pub mod bulk;
 pub mod cluster;
 pub mod controllers;
 pub mod defaults;

@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use futures::future::join_all;
+use futures::{StreamExt, stream};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -22,6 +22,9 @@ use selfhost_core::component::NAMESPACE;
 use selfhost_core::config::CONFIGMAP_NAME;
 
 use crate::retry::{RetryPolicy, with_retries};
+
+/// How many reviews are asked at once.
+const REVIEWS_IN_FLIGHT: usize = 4;
 
 /// Where `deploy/rbac.yaml` is, for messages.
 pub const RBAC_MANIFEST: &str = "deploy/rbac.yaml";
@@ -222,8 +225,14 @@ pub async fn check(
             (permission, answer)
         }
     });
+    // A few at a time: a burst of a connection per question would cost a busy apiserver
+    // more than the round trips it saves.
+    let answers: Vec<_> = stream::iter(asks)
+        .buffered(REVIEWS_IN_FLIGHT)
+        .collect()
+        .await;
     let mut missing = Vec::new();
-    for (permission, answer) in join_all(asks).await {
+    for (permission, answer) in answers {
         match answer {
             Ok(review) if review.status.as_ref().is_some_and(|s| s.allowed) => {}
             Ok(_) => missing.push(permission.clone()),

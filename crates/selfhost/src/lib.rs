@@ -12,6 +12,7 @@ pub mod identity;
 pub mod observe;
 pub mod plan;
 pub mod prepull;
+pub mod record;
 pub mod retry;
 pub mod target;
 pub mod upgrade;

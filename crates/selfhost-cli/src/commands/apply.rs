@@ -20,6 +20,8 @@ use crate::exit::{CliError, Outcome};
 use crate::progress::Progress;
 use crate::ui;
 
+use super::trace::RunTrace;
+
 /// The command that continues this run, for messages.
 fn resume_command(args: &ApplyArgs) -> String {
     let mut command = format!("selfhost apply {}", args.target);
@@ -117,8 +119,20 @@ fn confirm(target: &str) -> Result<bool, CliError> {
     ))
 }
 
-/// Runs the upgrade.
+/// Runs the upgrade, and writes the report if `--report` asks for one.
 pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliError> {
+    let mut trace = RunTrace::new(args.report.is_some(), true);
+    let result = run_traced(global, args, &mut trace).await;
+    super::trace::write_apply_report(args, trace).await;
+    result
+}
+
+/// Runs the upgrade, leaving its events, result and recording in `trace`.
+pub async fn run_traced(
+    global: &GlobalArgs,
+    args: &ApplyArgs,
+    trace: &mut RunTrace,
+) -> Result<Outcome, CliError> {
     let request = super::plan::request(&args.target, args.config.as_ref(), &args.flags)?;
     let deadline = match &args.timeout {
         Some(text) => humantime::parse_duration(text).map_err(|e| {
@@ -148,6 +162,7 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
         role: selfhost::access::UPGRADER,
     };
     let (clients, mut observer) = super::cluster::connect(global, needs).await?;
+    trace.connected(&clients);
     let policy = RetryPolicy::default();
     let (mut plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
         .await
@@ -229,7 +244,9 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     let shown = progress.clone();
     let printer = tokio::spawn(async move {
         // Programs get every event; people get the progress display of progress.rs.
+        let mut seen = Vec::new();
         while let Some(event) = receiver.recv().await {
+            seen.push(event.clone());
             if json {
                 let _ = ui::json_line(&event);
                 continue;
@@ -237,6 +254,7 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
             shown.event(&event, render(&event));
         }
         shown.finish();
+        seen
     });
     let options = ApplyOptions {
         pivot: PivotOptions {
@@ -252,6 +270,7 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
         },
         resume_command: resume_command(args),
     };
+    trace.engine_starting();
     let events = Events::to(sender);
     let result = apply(
         &mut observer,
@@ -263,8 +282,11 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     )
     .await;
     drop(events);
-    let _ = printer.await;
+    trace.events = printer.await.unwrap_or_default();
     signals.abort();
+    if let Ok(report) = &result {
+        trace.finished(report);
+    }
     let report = result.map_err(|e| CliError {
         outcome: Outcome::NotRestored,
         error: anyhow!(e).context(format!(

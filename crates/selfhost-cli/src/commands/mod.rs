@@ -9,3 +9,4 @@ pub mod plan;
 pub mod prepull;
 pub mod sim;
 pub mod status;
+pub mod trace;

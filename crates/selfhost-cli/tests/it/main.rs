@@ -1,12 +1,14 @@
 //! Black-box tests of the `selfhost` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is a failed test
 
+mod demo;
 mod kubectl_apply;
 mod manifests;
 mod preflight;
 mod prepull;
 mod progress;
 mod rbac;
+mod report;
 mod resume;
 mod sim_command;
 mod sim_fidelity;
