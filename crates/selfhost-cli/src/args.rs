@@ -55,6 +55,8 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Print the control-plane manifests selfhost would run for a version, as YAML.
     Manifests(ManifestsArgs),
+    /// Convert this node's control plane: kubeadm static pods ↔ self-hosted DaemonSets.
+    Convert(crate::commands::convert::ConvertArgs),
     /// Run a simulated cluster in the foreground and write a kubeconfig for it.
     #[command(disable_version_flag = true)]
     Sim(SimArgs),

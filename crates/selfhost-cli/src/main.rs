@@ -38,6 +38,7 @@ fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Status(args) => block_on(commands::status::run(&cli.global, args)),
         Command::Plan(args) => block_on(commands::plan::run(&cli.global, args)),
         Command::Apply(args) => block_on(commands::apply::run(&cli.global, args)),
+        Command::Convert(args) => block_on(commands::convert::run(&cli.global, args)),
         Command::Sim(args) => block_on(commands::sim::run(&cli.global, args)),
     }
 }

@@ -8,6 +8,7 @@ pub mod command_line;
 pub mod component;
 pub mod config;
 pub mod control_plane;
+pub mod conversion;
 pub mod daemonset;
 pub mod disruption;
 pub mod observation;

@@ -4,6 +4,7 @@
 pub mod access;
 pub mod apply;
 pub mod client;
+pub mod convert;
 pub mod error;
 pub mod events;
 pub mod execute;

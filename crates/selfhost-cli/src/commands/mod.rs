@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod cluster;
 pub mod config_file;
+pub mod convert;
 pub mod demo;
 pub mod manifests;
 pub mod plan;
