@@ -436,3 +436,41 @@ async fn rbac_without_the_up_front_check_a_denied_watch_still_names_the_permissi
     );
     assert!(err.contains("kubectl apply -f deploy/rbac.yaml"), "{err}");
 }
+
+/// `selfhost convert` both ways as the upgrader service account with exactly
+/// deploy/rbac.yaml: the CONVERT rules are enough. (Not with --certs-in-secrets: the command
+/// reads the host's /etc/kubernetes, which a test cannot provide; its Secret rules are read
+/// from the code.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_convert_both_ways_works_with_exactly_the_upgrader_roles() {
+    let sim = static_cluster().await;
+    load(&sim, &manifest()).await;
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let yaml = sim
+        .kubeconfig_for(selfhost_sim::auth::UserInfo::service_account(
+            "kube-system",
+            UPGRADER,
+        ))
+        .expect("kubeconfig");
+    std::fs::write(&kubeconfig, yaml).expect("write kubeconfig");
+    let manifests = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
+    let manifests = manifests.to_str().expect("UTF-8 path");
+    let convert = |direction: &'static str, extra: &'static [&'static str]| {
+        let mut args = vec!["convert", direction, "--node", "cp-1", "--manifests-dir"];
+        args.push(manifests);
+        args.push("--yes");
+        args.extend_from_slice(extra);
+        args
+    };
+    let out = selfhost(&kubeconfig, &convert("to-self-hosted", &[])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        images(&sim).await.len(),
+        3,
+        "the self-hosted DaemonSets exist"
+    );
+    let out = selfhost(&kubeconfig, &convert("to-static", &[])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(images(&sim).await.is_empty(), "the DaemonSets are gone");
+}

@@ -92,6 +92,53 @@ pub async fn load(sim: &SimCluster, docs: &[Value]) {
     }
 }
 
+/// A one-node kubeadm (static pods) cluster enforcing RBAC, settled: its apiserver has run
+/// for two seconds (start times are whole seconds, and a conversion in the cluster's first
+/// second could not tell the DaemonSet's apiserver from the static one).
+pub async fn static_cluster() -> SimCluster {
+    let sim = SimCluster::builder()
+        .rbac(true)
+        .control_plane_nodes(1)
+        .version(FROM)
+        .mode(BootstrapMode::Static)
+        .port_sharing(true)
+        .timings(SimTimings::scaled(100))
+        .start()
+        .await
+        .expect("cluster starts");
+    let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = pods
+            .list(&ListParams::default().labels("component=kube-apiserver"))
+            .await
+            .expect("list");
+        let settled = list.items.iter().all(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.as_ref())
+                .is_some_and(|t| {
+                    k8s_openapi::jiff::Timestamp::now()
+                        .duration_since(t.0)
+                        .as_secs()
+                        >= 2
+                })
+        });
+        if settled && !list.items.is_empty() {
+            return sim;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cluster settles"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 pub async fn cluster() -> SimCluster {
     SimCluster::builder()
         .rbac(true)
