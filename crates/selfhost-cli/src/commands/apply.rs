@@ -1,6 +1,7 @@
 //! `selfhost apply <VERSION>`: plan, confirm, then the pivot of every component, with
 //! progress on stderr (or JSON events on stdout with `-o json`) and the exit codes of
-//! DESIGN.md §2. Ctrl-C stops at the next safe point and prints the command that resumes.
+//! DESIGN.md §2. Ctrl-C (SIGINT) or SIGTERM stops at the next safe point and prints the
+//! command that resumes.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
@@ -211,16 +212,16 @@ pub async fn run_traced(
     let signal_cancel = cancel.clone();
     let progress = Progress::stderr();
     let signal_progress = progress.clone();
+    let mut stops = super::signals::StopSignals::listen();
     let signals = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            signal_progress.line(
-                "stopping at the next safe point (press Ctrl-C again to abandon the run at once)...",
-            );
-            signal_cancel.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(i32::from(Outcome::NotRestored.code()));
-            }
-        }
+        let stop = stops.next().await;
+        signal_progress.line(&format!(
+            "{stop}: stopping at the next safe point (signal again to abandon the run at once)..."
+        ));
+        signal_cancel.cancel();
+        stops.next().await;
+        signal_progress.finish();
+        std::process::exit(i32::from(Outcome::NotRestored.code()));
     });
     if prepull {
         // `--timeout` bounds the prepull too when given.

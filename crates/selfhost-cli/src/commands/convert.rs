@@ -357,16 +357,15 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
 
     let cancel = CancellationToken::new();
     let signal_cancel = cancel.clone();
+    let mut stops = super::signals::StopSignals::listen();
     let signals = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ui::say(
-                "stopping at the next safe point (press Ctrl-C again to abandon the run at once)...",
-            );
-            signal_cancel.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(i32::from(Outcome::NotRestored.code()));
-            }
-        }
+        let stop = stops.next().await;
+        ui::say(format!(
+            "{stop}: stopping at the next safe point (signal again to abandon the run at once)..."
+        ));
+        signal_cancel.cancel();
+        stops.next().await;
+        std::process::exit(i32::from(Outcome::NotRestored.code()));
     });
     let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
     let printer = tokio::spawn(async move {

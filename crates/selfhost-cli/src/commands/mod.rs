@@ -8,6 +8,7 @@ pub mod demo;
 pub mod manifests;
 pub mod plan;
 pub mod prepull;
+pub mod signals;
 pub mod sim;
 pub mod status;
 pub mod trace;

@@ -3,6 +3,7 @@
 
 mod convert;
 mod demo;
+mod hostile;
 mod kubectl_apply;
 mod manifests;
 mod preflight;
@@ -11,8 +12,10 @@ mod progress;
 mod rbac;
 mod report;
 mod resume;
+mod signals;
 mod sim_command;
 mod sim_fidelity;
+mod terminals;
 mod usage;
 
 use assert_cmd::Command;

@@ -62,4 +62,3 @@ fn usage_errors_exit_2_and_say_what_to_do() {
             .stderr(predicate::str::contains(*says));
     }
 }
-

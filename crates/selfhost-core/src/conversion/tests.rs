@@ -284,6 +284,8 @@ mod decisions {
             template_generation: Some(1),
             current_revision_hash: None,
             annotations: Default::default(),
+            labels: Default::default(),
+            selector: Default::default(),
             created: None,
             deleting_since: None,
             template: Default::default(),
