@@ -210,8 +210,8 @@ fn forbidden_message(status: &kube::core::Status) -> String {
         Some((permission, user)) => {
             format!("forbidden: needs {permission} (denied to user {user:?}); {fix}")
         }
-        None if status.message.is_empty() => format!("forbidden (403); {fix}"),
-        None => format!("forbidden: {}; {fix}", status.message),
+        None if status.message.is_empty() => format!("forbidden (403 Forbidden); {fix}"),
+        None => format!("forbidden: {} (403 Forbidden); {fix}", status.message),
     }
 }
 
@@ -364,7 +364,7 @@ mod tests {
             (
                 "the request is not allowed while the server starts".to_string(),
                 "",
-                "forbidden: the request is not allowed while the server starts; grant it",
+                "forbidden: the request is not allowed while the server starts (403 Forbidden); grant it",
             ),
         ];
         for (message, name, want) in rows {
