@@ -6,6 +6,7 @@
 //! expects.
 
 mod api;
+pub mod auth;
 pub mod bootstrap;
 pub mod bulk;
 pub mod cluster;

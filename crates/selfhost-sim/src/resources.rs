@@ -226,6 +226,62 @@ pub const LEASES: ResourceType = ResourceType {
     )
 };
 
+/// The RBAC API group.
+pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// Roles (rules within one namespace).
+pub const ROLES: ResourceType = rt(
+    RBAC_GROUP,
+    "roles",
+    "role",
+    "Role",
+    "RoleList",
+    true,
+    false,
+    false,
+    &[],
+    &[],
+);
+/// ClusterRoles (rules for cluster-scoped resources, non-resource URLs, or every namespace).
+pub const CLUSTERROLES: ResourceType = rt(
+    RBAC_GROUP,
+    "clusterroles",
+    "clusterrole",
+    "ClusterRole",
+    "ClusterRoleList",
+    false,
+    false,
+    false,
+    &[],
+    &[],
+);
+/// RoleBindings (grant a Role or ClusterRole within one namespace).
+pub const ROLEBINDINGS: ResourceType = rt(
+    RBAC_GROUP,
+    "rolebindings",
+    "rolebinding",
+    "RoleBinding",
+    "RoleBindingList",
+    true,
+    false,
+    false,
+    &[],
+    &[],
+);
+/// ClusterRoleBindings (grant a ClusterRole everywhere).
+pub const CLUSTERROLEBINDINGS: ResourceType = rt(
+    RBAC_GROUP,
+    "clusterrolebindings",
+    "clusterrolebinding",
+    "ClusterRoleBinding",
+    "ClusterRoleBindingList",
+    false,
+    false,
+    false,
+    &[],
+    &[],
+);
+
 /// Every served resource type, in discovery order.
 pub const ALL: &[ResourceType] = &[
     NAMESPACES,
@@ -238,6 +294,10 @@ pub const ALL: &[ResourceType] = &[
     DAEMONSETS,
     CONTROLLERREVISIONS,
     LEASES,
+    CLUSTERROLEBINDINGS,
+    CLUSTERROLES,
+    ROLEBINDINGS,
+    ROLES,
 ];
 
 /// Finds a served type by group and plural (version is always `v1` today).

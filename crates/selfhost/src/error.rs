@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use crate::access::{Permission, RBAC_MANIFEST, UPGRADER};
+
 /// What kind of failure an API call met, as far as the engine's decisions go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -120,10 +122,12 @@ pub fn retry_after(err: &kube::Error) -> Option<Duration> {
     }
 }
 
-/// The message a person should see for a kube-rs error: the server's own words for API
-/// errors, the innermost cause for transport errors.
+/// The message a person should see for a kube-rs error: for a 403, the permission that is
+/// missing and how to grant it; the server's own words for other API errors; the innermost
+/// cause for transport errors.
 pub fn describe(err: &kube::Error) -> String {
     match err {
+        kube::Error::Api(status) if status.code == 403 => forbidden_message(status),
         kube::Error::Api(status) if !status.message.is_empty() => {
             format!("{} ({} {})", status.message, status.code, status.reason)
         }
@@ -141,6 +145,73 @@ pub fn describe(err: &kube::Error) -> String {
             }
             text
         }
+    }
+}
+
+/// The message for a watch that failed: the API error in [`describe`]'s words (so a 403 names
+/// the missing permission), prefixed by what the watch was doing.
+pub fn describe_watch(err: &kube::runtime::watcher::Error) -> String {
+    use kube::runtime::watcher::Error as W;
+    match err {
+        W::InitialListFailed(e) => format!("cannot list: {}", describe(e)),
+        W::WatchStartFailed(e) => format!("cannot watch: {}", describe(e)),
+        W::WatchFailed(e) => format!("the watch failed: {}", describe(e)),
+        W::WatchError(status) => format!(
+            "the watch failed: {}",
+            describe(&kube::Error::Api(status.clone()))
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// The permission a 403 says is missing, read from the apiserver's wording (`... User "u"
+/// cannot update resource "daemonsets" in API group "apps" in the namespace "kube-system"`, or
+/// `... cannot get path "/readyz"`) and the object name in its details; with the user denied.
+pub fn denied_permission(status: &kube::core::Status) -> Option<(Permission, String)> {
+    let message = status.message.as_str();
+    let after_user = &message[message.find("User \"")? + "User \"".len()..];
+    let (user, rest) = after_user.split_once("\" cannot ")?;
+    let (verb, rest) = rest.split_once(' ')?;
+    let quoted = |text: &str, prefix: &str| -> Option<(String, usize)> {
+        let start = text.find(prefix)? + prefix.len();
+        let len = text[start..].find('"')?;
+        Some((text[start..start + len].to_string(), start + len + 1))
+    };
+    if rest.starts_with("path ") {
+        let (path, _) = quoted(rest, "path \"")?;
+        return Some((Permission::path(verb, &path), user.to_string()));
+    }
+    let (resource, end) = quoted(rest, "resource \"")?;
+    let rest = &rest[end..];
+    let (group, end) = quoted(rest, " in API group \"")?;
+    let namespace = quoted(&rest[end..], " in the namespace \"").map(|(ns, _)| ns);
+    let name = status
+        .details
+        .as_ref()
+        .map(|d| d.name.clone())
+        .filter(|n| !n.is_empty());
+    let permission = Permission {
+        verb: verb.to_string(),
+        group,
+        resource,
+        namespace,
+        name,
+    };
+    Some((permission, user.to_string()))
+}
+
+/// `forbidden: needs <verb> on <resource> [in namespace <ns>]` and how to grant it, for a 403.
+fn forbidden_message(status: &kube::core::Status) -> String {
+    let fix = format!(
+        "grant it: kubectl apply -f {RBAC_MANIFEST}, then run selfhost as the service account \
+         kube-system/{UPGRADER} (or bind your user to its roles)"
+    );
+    match denied_permission(status) {
+        Some((permission, user)) => {
+            format!("forbidden: needs {permission} (denied to user {user:?}); {fix}")
+        }
+        None if status.message.is_empty() => format!("forbidden (403 Forbidden); {fix}"),
+        None => format!("forbidden: {} (403 Forbidden); {fix}", status.message),
     }
 }
 
@@ -240,6 +311,107 @@ mod tests {
         ] {
             assert!(!kind.is_retryable(), "{kind:?}");
         }
+    }
+
+    fn forbidden(message: &str, name: &str) -> kube::Error {
+        kube::Error::Api(Box::new(Status {
+            status: None,
+            code: 403,
+            message: message.into(),
+            metadata: None,
+            reason: "Forbidden".into(),
+            details: Some(kube::core::response::StatusDetails {
+                name: name.into(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: 0,
+            }),
+        }))
+    }
+
+    #[test]
+    fn a_denial_names_the_missing_permission_and_the_fix() {
+        let user = "system:serviceaccount:kube-system:selfhost-viewer";
+        let rows = [
+            (
+                format!(
+                    r#"daemonsets.apps "self-hosted-kube-apiserver" is forbidden: User "{user}" cannot update resource "daemonsets" in API group "apps" in the namespace "kube-system""#
+                ),
+                "self-hosted-kube-apiserver",
+                r#"forbidden: needs update on daemonsets.apps "self-hosted-kube-apiserver" in namespace kube-system"#,
+            ),
+            (
+                format!(
+                    r#"nodes is forbidden: User "{user}" cannot list resource "nodes" in API group "" at the cluster scope"#
+                ),
+                "",
+                "forbidden: needs list on nodes (denied",
+            ),
+            (
+                format!(
+                    r#"pods is forbidden: User "{user}" cannot delete resource "pods" in API group "" in the namespace "kube-system""#
+                ),
+                "",
+                "forbidden: needs delete on pods in namespace kube-system (denied",
+            ),
+            (
+                format!(r#"forbidden: User "{user}" cannot get path "/readyz""#),
+                "",
+                "forbidden: needs get on /readyz (denied",
+            ),
+            (
+                "the request is not allowed while the server starts".to_string(),
+                "",
+                "forbidden: the request is not allowed while the server starts (403 Forbidden); grant it",
+            ),
+        ];
+        for (message, name, want) in rows {
+            let text = describe(&forbidden(&message, name));
+            assert!(text.starts_with(want), "{text}");
+            assert!(text.contains("kubectl apply -f deploy/rbac.yaml"), "{text}");
+        }
+        let err = ApiCallError::new(
+            "delete Pod kube-system/p",
+            forbidden(
+                &format!(
+                    r#"pods "p" is forbidden: User "{user}" cannot delete resource "pods" in API group "" in the namespace "kube-system""#
+                ),
+                "p",
+            ),
+            3,
+        );
+        assert_eq!(err.kind, FailureKind::Forbidden);
+        assert!(
+            err.to_string().starts_with(&format!(
+                r#"delete Pod kube-system/p: forbidden: needs delete on pods "p" in namespace kube-system (denied to user "{user}")"#
+            )),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_denied_watch_names_the_missing_permission() {
+        use kube::runtime::watcher::Error as W;
+        let denied = || {
+            forbidden(
+                r#"pods is forbidden: User "u" cannot list resource "pods" in API group "" in the namespace "kube-system""#,
+                "",
+            )
+        };
+        let text = describe_watch(&W::InitialListFailed(denied()));
+        assert!(
+            text.starts_with(
+                r#"cannot list: forbidden: needs list on pods in namespace kube-system (denied to user "u"); grant it"#
+            ),
+            "{text}"
+        );
+        let kube::Error::Api(status) = denied() else {
+            unreachable!("built as an API error")
+        };
+        assert!(describe_watch(&W::WatchError(status)).contains("needs list on pods"));
+        assert!(describe_watch(&W::NoResourceVersion).contains("resourceVersion"));
     }
 
     #[test]

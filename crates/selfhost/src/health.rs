@@ -56,6 +56,12 @@ async fn probe(client: &kube::Client, path: &str) -> Health {
             checks: parse_checks(&body),
             problem: None,
         },
+        // Not a health verdict: the credentials may not read the path.
+        Err(ref err @ kube::Error::Api(ref status)) if status.code == 403 => Health {
+            healthy: false,
+            checks: vec![],
+            problem: Some(crate::error::describe(err)),
+        },
         Err(kube::Error::Api(status)) => {
             // kube turns a plain-text error body into a Status whose message is that body.
             let checks = parse_checks(&status.message);

@@ -1,6 +1,7 @@
 //! The selfhost engine: connects to a cluster through kube-rs, observes it, and carries out
 //! the steps the pure state machine of `selfhost-core` decides on.
 
+pub mod access;
 pub mod apply;
 pub mod client;
 pub mod convert;

@@ -143,7 +143,7 @@ where
                     shared.changes.send_modify(|n| *n += 1);
                 }
                 Err(err) => {
-                    let text = err.to_string();
+                    let text = crate::error::describe_watch(&err);
                     tracing::debug!(error = %text, "watch interrupted; it resumes by itself");
                     if let Ok(mut last) = shared.last_error.lock() {
                         *last = Some(text);

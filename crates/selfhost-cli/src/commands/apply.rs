@@ -150,7 +150,19 @@ pub async fn run_traced(
         )));
     }
     let json = global.output == OutputFormat::Json;
-    let (clients, mut observer) = super::cluster::connect(global).await?;
+    let mut permissions = selfhost::access::upgrade();
+    if args.config.is_none() {
+        permissions.extend(selfhost::access::cluster_config());
+    }
+    if args.flags.prepull {
+        permissions.extend(selfhost::access::prepull());
+    }
+    let needs = super::cluster::Needs {
+        command: "selfhost apply",
+        permissions,
+        role: selfhost::access::UPGRADER,
+    };
+    let (clients, mut observer) = super::cluster::connect(global, needs).await?;
     trace.connected(&clients);
     let policy = RetryPolicy::default();
     let (mut plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)

@@ -6,6 +6,7 @@ use anyhow::anyhow;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
 use kube::api::ListParams;
+use selfhost::access::{self, AccessCheck, Permission, PermissionsMissing};
 use selfhost::observe::Observer;
 use selfhost::{ClientArgs, Clients, FailureKind, RetryPolicy, health, with_retries};
 use selfhost_core::component::NAMESPACE;
@@ -28,8 +29,44 @@ const FIRST_REQUEST: RetryPolicy = RetryPolicy {
     deadline: Duration::from_secs(20),
 };
 
-/// Connects as kubectl would, checks the API answers, and starts watching it.
-pub async fn connect(global: &GlobalArgs) -> Result<(Clients, Observer), CliError> {
+/// What a command needs of the API besides observing the control plane.
+#[derive(Debug, Clone)]
+pub struct Needs {
+    /// The command, for messages: `selfhost apply`.
+    pub command: &'static str,
+    /// Its permissions beyond [`access::observe`].
+    pub permissions: Vec<Permission>,
+    /// The service account of deploy/rbac.yaml that has them all.
+    pub role: &'static str,
+}
+
+/// Asks whether the credentials have every permission `needs` lists (with those of observing
+/// the control plane): the refusal names every missing one (exit 3, nothing changed). When
+/// the server cannot be asked, says so and lets the command go on.
+async fn check_access(clients: &Clients, needs: &Needs) -> Result<(), CliError> {
+    let mut permissions = access::observe();
+    permissions.extend(needs.permissions.iter().cloned());
+    match access::check(&clients.api, &permissions, &RetryPolicy::default()).await {
+        AccessCheck::Granted => Ok(()),
+        AccessCheck::Missing(missing) => Err(refused(
+            PermissionsMissing {
+                command: needs.command.to_string(),
+                role: needs.role.to_string(),
+                missing,
+            }
+            .into(),
+        )),
+        AccessCheck::Unknown(why) => {
+            tracing::warn!("cannot check the permissions up front ({why}); going on");
+            Ok(())
+        }
+    }
+}
+
+/// Connects as kubectl would, checks the API answers and that the credentials have every
+/// permission the command needs (refusing with exit 3 and the list of missing ones before
+/// anything is done), and starts watching it.
+pub async fn connect(global: &GlobalArgs, needs: Needs) -> Result<(Clients, Observer), CliError> {
     let args = ClientArgs {
         kubeconfig: global.kubeconfig.clone(),
         context: global.context.clone(),
@@ -42,11 +79,19 @@ pub async fn connect(global: &GlobalArgs) -> Result<(Clients, Observer), CliErro
     // balancer, an apiserver restarting) must not end the run.
     let mut ready = health::readyz(&clients.probe).await;
     for pause in REACH_RETRIES {
-        if ready.healthy || !ready.checks.is_empty() {
+        let forbidden = ready
+            .problem
+            .as_deref()
+            .is_some_and(|p| p.starts_with("forbidden"));
+        if ready.healthy || !ready.checks.is_empty() || forbidden {
             break;
         }
         tokio::time::sleep(pause).await;
         ready = health::readyz(&clients.probe).await;
+    }
+    let problem = ready.problem.clone().unwrap_or_default();
+    if !ready.healthy && problem.starts_with("forbidden") {
+        return Err(refused(anyhow!("{problem}")));
     }
     if !ready.healthy && ready.checks.is_empty() {
         return Err(unreachable(&clients, &ready.problem.unwrap_or_default()));
@@ -63,8 +108,13 @@ pub async fn connect(global: &GlobalArgs) -> Result<(Clients, Observer), CliErro
     )
     .await
     {
+        if error.kind == FailureKind::Forbidden {
+            // Name every permission that is missing, not only this one.
+            check_access(&clients, &needs).await?;
+        }
         return Err(first_request_failed(&clients, error));
     }
+    check_access(&clients, &needs).await?;
     let observer = Observer::start(&clients);
     observer.ready(FIRST_LIST).await.map_err(|e| CliError {
         outcome: Outcome::Refused,

@@ -167,7 +167,24 @@ pub fn render_text(plan: &Plan) -> String {
 /// Prints the plan.
 pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliError> {
     let request = request(&args.target, args.config.as_ref(), &args.flags)?;
-    let (clients, mut observer) = super::cluster::connect(global).await?;
+    let mut permissions = Vec::new();
+    if args.config.is_none() {
+        permissions.extend(selfhost::access::cluster_config());
+    }
+    if args.flags.prepull {
+        permissions.extend(selfhost::access::prepull());
+    }
+    let needs = super::cluster::Needs {
+        command: "selfhost plan",
+        permissions,
+        // --prepull writes (temporary DaemonSets): the upgrader's roles have that.
+        role: if args.flags.prepull {
+            selfhost::access::UPGRADER
+        } else {
+            selfhost::access::VIEWER
+        },
+    };
+    let (clients, mut observer) = super::cluster::connect(global, needs).await?;
     let (mut plan, targets, _) = make_plan(
         &mut observer,
         &clients.api,

@@ -69,7 +69,15 @@ fn status_of(obs: &Observation) -> ComponentStatus {
 
 /// Shows the control plane's state.
 pub async fn run(global: &GlobalArgs, _args: &StatusArgs) -> Result<Outcome, CliError> {
-    let (clients, mut observer) = super::cluster::connect(global).await?;
+    let (clients, mut observer) = super::cluster::connect(
+        global,
+        super::cluster::Needs {
+            command: "selfhost status",
+            permissions: Vec::new(),
+            role: selfhost::access::VIEWER,
+        },
+    )
+    .await?;
     let mut statuses = Vec::new();
     for component in Component::ALL {
         statuses.push(status_of(&observer.observe(component).await));

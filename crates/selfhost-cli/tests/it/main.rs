@@ -10,6 +10,7 @@ mod manifests;
 mod preflight;
 mod prepull;
 mod progress;
+mod rbac;
 mod report;
 mod resume;
 mod signals;

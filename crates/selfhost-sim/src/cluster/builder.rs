@@ -32,6 +32,7 @@ pub struct SimClusterBuilder {
     pub(crate) timings: SimTimings,
     pub(crate) self_hosting_model: bool,
     pub(crate) tls: bool,
+    pub(crate) rbac: bool,
     pub(crate) port: u16,
     pub(crate) kubeconfig_path: Option<PathBuf>,
     pub(crate) registry_minors: RangeInclusive<u32>,
@@ -61,6 +62,7 @@ impl Default for SimClusterBuilder {
             timings: SimTimings::fast(),
             self_hosting_model: true,
             tls: false,
+            rbac: false,
             port: 0,
             kubeconfig_path: None,
             registry_minors: 29..=37,
@@ -128,6 +130,15 @@ impl SimClusterBuilder {
     /// Serve HTTPS with a throw-away CA and a bearer token.
     pub fn tls(mut self, on: bool) -> Self {
         self.tls = on;
+        self
+    }
+
+    /// Authorize every API request by RBAC (see [`crate::auth`]): the kubeconfig's token is
+    /// the administrator's (`system:masters`, allowed everything) and
+    /// [`SimCluster::kubeconfig_for`] mints tokens for other users and service accounts,
+    /// whose requests are allowed only as the stored roles and bindings say. Off by default.
+    pub fn rbac(mut self, on: bool) -> Self {
+        self.rbac = on;
         self
     }
 

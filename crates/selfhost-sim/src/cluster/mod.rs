@@ -176,6 +176,28 @@ impl SimCluster {
         Ok(self.server.client_with(configure).await?)
     }
 
+    /// A kubeconfig that authenticates as `user` (e.g.
+    /// [`UserInfo::service_account`](crate::auth::UserInfo::service_account)) with a freshly
+    /// minted token; with [`SimClusterBuilder::rbac`] on, that user may do only what the
+    /// stored RBAC objects grant. The text holds the token: do not log it.
+    ///
+    /// # Errors
+    /// The kubeconfig cannot be rendered.
+    pub fn kubeconfig_for(&self, user: crate::auth::UserInfo) -> Result<String, ClusterError> {
+        Ok(self.server.kubeconfig_for(user)?)
+    }
+
+    /// A kube client that authenticates as `user` (see [`SimCluster::kubeconfig_for`]).
+    ///
+    /// # Errors
+    /// The kubeconfig cannot be turned into a client.
+    pub async fn client_for(
+        &self,
+        user: crate::auth::UserInfo,
+    ) -> Result<kube::Client, ClusterError> {
+        Ok(self.server.client_for(user).await?)
+    }
+
     /// Where the kubeconfig is.
     pub fn kubeconfig_path(&self) -> &Path {
         self.server.kubeconfig_path()

@@ -107,6 +107,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     let server = SimServer::start(SimServerOptions {
         port: b.port,
         tls: b.tls,
+        rbac: b.rbac,
         git_version: b.version.clone(),
         store: StoreOptions {
             history_limit: b.history_limit,

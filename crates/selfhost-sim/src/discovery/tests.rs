@@ -13,7 +13,10 @@ fn legacy_documents_deserialize_into_the_client_types() {
 
     let list: APIGroupList = serde_json::from_value(api_group_list()).expect("APIGroupList");
     let names: Vec<&str> = list.groups.iter().map(|g| g.name.as_str()).collect();
-    assert_eq!(names, ["apps", "coordination.k8s.io"]);
+    assert_eq!(
+        names,
+        ["apps", "coordination.k8s.io", "rbac.authorization.k8s.io"]
+    );
     assert_eq!(
         list.groups[0]
             .preferred_version
@@ -119,7 +122,10 @@ fn aggregated_discovery_covers_the_same_resources() {
         .iter()
         .filter_map(|g| g.metadata.as_ref().and_then(|m| m.name.clone()))
         .collect();
-    assert_eq!(names, ["apps", "coordination.k8s.io"]);
+    assert_eq!(
+        names,
+        ["apps", "coordination.k8s.io", "rbac.authorization.k8s.io"]
+    );
     let daemonsets = groups.items[0].versions[0]
         .resources
         .iter()
@@ -151,7 +157,12 @@ fn openapi_v3_advertises_server_side_field_validation_for_every_kind() {
     let paths: Vec<&String> = root["paths"].as_object().expect("paths").keys().collect();
     assert_eq!(
         paths,
-        ["api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1"]
+        [
+            "api/v1",
+            "apis/apps/v1",
+            "apis/coordination.k8s.io/v1",
+            "apis/rbac.authorization.k8s.io/v1"
+        ]
     );
     let url = root["paths"]["apis/apps/v1"]["serverRelativeURL"]
         .as_str()

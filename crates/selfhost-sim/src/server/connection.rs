@@ -21,6 +21,7 @@ use tower::ServiceExt;
 use super::Core;
 use super::routing::{Route, ServingProcess, Verdict};
 use crate::api::{self, Query};
+use crate::auth::{self, Attributes, Authentication, UserInfo, review};
 use crate::error::ApiError;
 use crate::faults::RequestFacts;
 
@@ -187,16 +188,18 @@ async fn handle(
             .metrics
             .record(&method.as_str().to_ascii_lowercase(), &path, user_agent),
     }
-    if let Some(token) = &core.token
-        && !is_public(&path)
-    {
-        let expected = format!("Bearer {token}");
-        let given = req
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        if given != Some(expected.as_str()) {
-            return Ok(api::error_response(&ApiError::unauthorized()));
+    let user = match core.auth.authenticate(req.headers()) {
+        Authentication::User(user) => user,
+        // Health and version are public; everything else needs a valid token when one is
+        // required (without one, the simulator trusts every client as the admin).
+        _ if !core.token_required => UserInfo::admin(),
+        _ if is_public(&path) => UserInfo::anonymous(),
+        _ => return Ok(api::error_response(&ApiError::unauthorized())),
+    };
+    if core.auth.rbac() {
+        let attributes = Attributes::of(&method, &path, req.uri().query().unwrap_or(""));
+        if !core.auth.authorize(&core.store, &user, &attributes).allowed {
+            return Ok(api::error_response(&auth::forbidden(&user, &attributes)));
         }
     }
     let decision = core.faults.decide(&RequestFacts {
@@ -217,6 +220,45 @@ async fn handle(
     if let Some(err) = decision.error {
         return Ok(api::error_response(&err));
     }
+    if path == review::PATH {
+        return Ok(access_review(core, &user, req).await);
+    }
     let response: Result<Response<Body>, Infallible> = router.oneshot(req).await;
     Ok(response.unwrap_or_else(|never| match never {}))
+}
+
+/// Answers a `SelfSubjectAccessReview` (POST only; the review is never stored).
+async fn access_review(core: &Core, user: &UserInfo, req: Request<Incoming>) -> Response<Body> {
+    if req.method() != http::Method::POST {
+        return api::error_response(&ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({})",
+            req.method()
+        )));
+    }
+    let content_type = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    let body = match http_body_util::BodyExt::collect(req.into_body()).await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return api::error_response(&ApiError::bad_request(format!(
+                "the request body could not be read: {e}"
+            )));
+        }
+    };
+    match review::answer(&core.auth, &core.store, user, &content_type, &body) {
+        Ok(answer) => {
+            let mut response = Response::new(Body::from(answer.to_string()));
+            *response.status_mut() = http::StatusCode::CREATED;
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        Err(e) => api::error_response(&e),
+    }
 }

@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiConfig, AppState, system::Control};
+use crate::auth::{Authenticator, UserInfo};
 use crate::faults::Faults;
 use crate::gc::GarbageCollector;
 use crate::kubeconfig::{self, Endpoint};
@@ -59,6 +60,9 @@ pub enum SimError {
     /// The TLS identity could not be minted.
     #[error("cannot create the TLS identity: {0}")]
     Tls(String),
+    /// The bootstrap RBAC policy could not be stored.
+    #[error("cannot store the bootstrap RBAC policy: {0}")]
+    RbacPolicy(crate::error::ApiError),
 }
 
 /// How to start a simulated apiserver.
@@ -70,6 +74,10 @@ pub struct SimServerOptions {
     pub port: u16,
     /// Serve HTTPS with a freshly minted CA and require a bearer token.
     pub tls: bool,
+    /// Require a bearer token and authorize every request by the stored RBAC objects (seeded
+    /// with the bootstrap policy); the kubeconfig's token is `kubernetes-admin`'s, in
+    /// `system:masters`. Off: every authenticated request is allowed.
+    pub rbac: bool,
     /// `gitVersion` reported by `/version`.
     pub git_version: String,
     /// Sizing of the store.
@@ -90,6 +98,7 @@ impl Default for SimServerOptions {
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             tls: false,
+            rbac: false,
             git_version: "v1.33.2".into(),
             store: StoreOptions::default(),
             api: ApiConfig::default(),
@@ -114,7 +123,9 @@ struct Core {
     control: Arc<Control>,
     config: ApiConfig,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    token: Option<String>,
+    /// Whether a token is required (TLS or RBAC mode).
+    token_required: bool,
+    auth: Arc<Authenticator>,
     running: Mutex<Option<Running>>,
     /// Kept down from outside (the self-hosting model: no kube-apiserver is Ready).
     held_down: AtomicBool,
@@ -196,6 +207,7 @@ pub struct SimServer {
     endpoint: Endpoint,
     kubeconfig_path: PathBuf,
     kubeconfig_yaml: String,
+    namespace: String,
     _kubeconfig_dir: Option<tempfile::TempDir>,
     client: kube::Client,
     gc: GarbageCollector,
@@ -225,8 +237,12 @@ impl SimServer {
             addr: requested,
             source,
         })?;
-        let (tls, endpoint) = tls_identity(options.tls, addr)?;
+        let (tls, endpoint) = tls_identity(options.tls, options.rbac, addr)?;
         let store = Store::new(options.store);
+        let auth = Arc::new(Authenticator::new(endpoint.token.as_deref(), options.rbac));
+        if options.rbac {
+            crate::auth::bootstrap::seed(&store).map_err(SimError::RbacPolicy)?;
+        }
         let core = Arc::new(Core {
             addr,
             store: store.clone(),
@@ -235,7 +251,8 @@ impl SimServer {
             control: Arc::new(Control::new(&options.git_version)),
             config: options.api,
             tls,
-            token: endpoint.token.clone(),
+            token_required: endpoint.token.is_some(),
+            auth,
             running: Mutex::new(None),
             held_down: AtomicBool::new(false),
             fault_until: Mutex::new(None),
@@ -290,6 +307,7 @@ impl SimServer {
             endpoint,
             kubeconfig_path,
             kubeconfig_yaml,
+            namespace: options.namespace,
             _kubeconfig_dir: dir,
             client,
             gc,
@@ -310,6 +328,33 @@ impl SimServer {
         let mut config = config_for(&self.kubeconfig_yaml).await?;
         configure(&mut config);
         kube::Client::try_from(config).map_err(|e| SimError::Client(e.to_string()))
+    }
+
+    /// A kubeconfig for this server that authenticates as `user` with a freshly minted
+    /// bearer token (the text holds the token: do not log it).
+    ///
+    /// # Errors
+    /// The kubeconfig cannot be rendered.
+    pub fn kubeconfig_for(&self, user: UserInfo) -> Result<String, SimError> {
+        let endpoint = Endpoint {
+            token: Some(self.core.auth.mint(user)),
+            ..self.endpoint.clone()
+        };
+        kubeconfig::render(&endpoint, &self.namespace)
+            .map_err(|e| SimError::KubeconfigFormat(e.to_string()))
+    }
+
+    /// A kube client that authenticates as `user` (see [`SimServer::kubeconfig_for`]).
+    ///
+    /// # Errors
+    /// The kubeconfig cannot be rendered or turned into a client.
+    pub async fn client_for(&self, user: UserInfo) -> Result<kube::Client, SimError> {
+        client_for(&self.kubeconfig_for(user)?).await
+    }
+
+    /// Whether requests are authorized by RBAC.
+    pub fn rbac(&self) -> bool {
+        self.core.auth.rbac()
     }
 
     /// Where the kubeconfig was written.
@@ -433,13 +478,14 @@ impl Drop for SimServer {
 /// The TLS acceptor and the endpoint clients use.
 fn tls_identity(
     tls: bool,
+    rbac: bool,
     addr: SocketAddr,
 ) -> Result<(Option<tokio_rustls::TlsAcceptor>, Endpoint), SimError> {
     if !tls {
         let endpoint = Endpoint {
             server: format!("http://{addr}"),
             ca_pem: None,
-            token: None,
+            token: rbac.then(crate::tls::generate_token),
         };
         return Ok((None, endpoint));
     }

@@ -15,6 +15,8 @@ const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 fn name_problems(rt: &ResourceType, name: &str, prefix: bool) -> Vec<String> {
     if rt.kind == "Namespace" {
         names::object_name_label(name, prefix)
+    } else if rt.group == crate::resources::RBAC_GROUP {
+        names::object_name_path_segment(name)
     } else {
         names::object_name_subdomain(name, prefix)
     }

@@ -173,6 +173,19 @@ pub fn object_name_label(name: &str, prefix: bool) -> Vec<String> {
     dns1123_label(mask_trailing_dash(name, prefix))
 }
 
+/// Like [`object_name_subdomain`] for RBAC kinds, whose names are any path segment
+/// (`system:basic-user` is valid): not `.` or `..`, and no `/` or `%`.
+pub fn object_name_path_segment(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|bad| name.contains(**bad))
+        .map(|bad| format!("may not contain '{bad}'"))
+        .collect()
+}
+
 fn mask_trailing_dash(name: &str, prefix: bool) -> &str {
     // A generateName like "kube-proxy-" is valid: the random suffix completes it.
     if prefix && name.len() > 1 {

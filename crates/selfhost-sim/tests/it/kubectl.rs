@@ -8,6 +8,7 @@
 mod generators;
 mod init_containers;
 mod inspect;
+mod rbac;
 mod reads;
 mod validation;
 mod writes;

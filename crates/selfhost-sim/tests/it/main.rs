@@ -15,3 +15,4 @@ mod conformance_validation;
 mod conformance_watch;
 mod kubectl;
 mod leases;
+mod rbac;

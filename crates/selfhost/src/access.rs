@@ -1,0 +1,354 @@
+//! The API permissions each command needs, and a check that asks the API server about all
+//! of them before anything is done (a `SelfSubjectAccessReview` each, the question
+//! `kubectl auth can-i` asks).
+//!
+//! Without the check, a missing permission would surface mid-way: an upgrade that may
+//! create its backup DaemonSet but not update the real one would stop with the cluster
+//! half-changed, and a watch that may not list would retry until its timeout. With it, a
+//! command that lacks a permission refuses before changing anything and names every
+//! permission it lacks. `deploy/rbac.yaml` grants exactly these lists; the RBAC tests of
+//! the CLI prove each entry is needed.
+
+use std::fmt;
+
+use futures::{StreamExt, stream};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::Api;
+use kube::api::PostParams;
+use selfhost_core::Component;
+use selfhost_core::component::NAMESPACE;
+use selfhost_core::config::CONFIGMAP_NAME;
+
+use crate::retry::{RetryPolicy, with_retries};
+
+/// How many reviews are asked at once.
+const REVIEWS_IN_FLIGHT: usize = 4;
+
+/// Where `deploy/rbac.yaml` is, for messages.
+pub const RBAC_MANIFEST: &str = "deploy/rbac.yaml";
+
+/// The service account of `deploy/rbac.yaml` for `status` and `plan`.
+pub const VIEWER: &str = "selfhost-viewer";
+/// The service account of `deploy/rbac.yaml` for `apply` and `convert`.
+pub const UPGRADER: &str = "selfhost-upgrader";
+
+/// One permission: a verb on a resource (optionally one named object, optionally in a
+/// namespace), or a verb on a non-resource path.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Permission {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`.
+    pub verb: String,
+    /// API group (`""` for core); unused for paths.
+    pub group: String,
+    /// Resource (plural, `pods/status` for a subresource), or a path such as `/readyz`.
+    pub resource: String,
+    /// The namespace, for namespaced resources.
+    pub namespace: Option<String>,
+    /// The one object it is about, if any.
+    pub name: Option<String>,
+}
+
+impl Permission {
+    /// A verb on a resource in kube-system.
+    pub fn in_kube_system(verb: &str, group: &str, resource: &str) -> Permission {
+        Permission {
+            verb: verb.to_string(),
+            group: group.to_string(),
+            resource: resource.to_string(),
+            namespace: Some(NAMESPACE.to_string()),
+            name: None,
+        }
+    }
+
+    /// A verb on a cluster-scoped resource.
+    pub fn cluster(verb: &str, group: &str, resource: &str) -> Permission {
+        Permission {
+            namespace: None,
+            ..Permission::in_kube_system(verb, group, resource)
+        }
+    }
+
+    /// A verb on a non-resource path.
+    pub fn path(verb: &str, path: &str) -> Permission {
+        Permission::cluster(verb, "", path)
+    }
+
+    /// The same permission on one named object.
+    pub fn named(mut self, name: &str) -> Permission {
+        self.name = Some(name.to_string());
+        self
+    }
+
+    /// Whether it is about a path rather than a resource.
+    pub fn is_path(&self) -> bool {
+        self.resource.starts_with('/')
+    }
+
+    fn review(&self) -> SelfSubjectAccessReview {
+        let spec = if self.is_path() {
+            SelfSubjectAccessReviewSpec {
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some(self.resource.clone()),
+                    verb: Some(self.verb.clone()),
+                }),
+                ..Default::default()
+            }
+        } else {
+            let (resource, subresource) = match self.resource.split_once('/') {
+                Some((r, s)) => (r.to_string(), Some(s.to_string())),
+                None => (self.resource.clone(), None),
+            };
+            SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(self.verb.clone()),
+                    group: Some(self.group.clone()),
+                    resource: Some(resource),
+                    subresource,
+                    namespace: self.namespace.clone(),
+                    name: self.name.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        };
+        SelfSubjectAccessReview {
+            spec,
+            ..Default::default()
+        }
+    }
+}
+
+/// `update on daemonsets.apps "x" in namespace kube-system`, `list on nodes`,
+/// `get on /readyz`.
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}", self.verb, self.resource)?;
+        if !self.group.is_empty() && !self.is_path() {
+            write!(f, ".{}", self.group)?;
+        }
+        if let Some(name) = &self.name {
+            write!(f, " {name:?}")?;
+        }
+        if let Some(ns) = &self.namespace {
+            write!(f, " in namespace {ns}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What every command that looks at the control plane needs: the watched caches (view.rs),
+/// the node list (observe.rs) and the health and version probes (health.rs).
+pub fn observe() -> Vec<Permission> {
+    let mut needs = Vec::new();
+    for verb in ["list", "watch"] {
+        needs.push(Permission::in_kube_system(verb, "apps", "daemonsets"));
+        needs.push(Permission::in_kube_system(verb, "", "pods"));
+        needs.push(Permission::in_kube_system(
+            verb,
+            "coordination.k8s.io",
+            "leases",
+        ));
+        needs.push(Permission::cluster(verb, "", "nodes"));
+    }
+    for path in ["/readyz", "/version"] {
+        needs.push(Permission::path("get", path));
+    }
+    needs
+}
+
+/// What rendering the targets from the cluster's kubeadm configuration needs (target.rs);
+/// not needed with `--config FILE`.
+pub fn cluster_config() -> Vec<Permission> {
+    vec![Permission::in_kube_system("get", "", "configmaps").named(CONFIGMAP_NAME)]
+}
+
+/// The writes of an upgrade (execute.rs), each on the objects it touches.
+pub fn upgrade() -> Vec<Permission> {
+    let daemonset = |verb: &str| Permission::in_kube_system(verb, "apps", "daemonsets");
+    let mut needs = vec![daemonset("create")];
+    for component in Component::ALL {
+        needs.push(daemonset("update").named(&component.daemonset_name()));
+        needs.push(daemonset("patch").named(&component.backup_name()));
+        needs.push(daemonset("delete").named(&component.backup_name()));
+        if let Some(lease) = component.leader_lease_name() {
+            needs.push(
+                Permission::in_kube_system("delete", "coordination.k8s.io", "leases").named(lease),
+            );
+        }
+    }
+    needs.push(Permission::in_kube_system("delete", "", "pods"));
+    needs
+}
+
+/// What `--prepull` needs besides the reads (prepull.rs): create the prepull DaemonSets
+/// `upgrade-prepull-<component>`, read one back when its watch may have missed it, and
+/// delete them.
+pub fn prepull() -> Vec<Permission> {
+    let daemonset = |verb: &str| Permission::in_kube_system(verb, "apps", "daemonsets");
+    let mut needs = vec![daemonset("create")];
+    for component in Component::ALL {
+        needs.push(daemonset("get").named(&component.prepull_name()));
+        needs.push(daemonset("delete").named(&component.prepull_name()));
+    }
+    needs
+}
+
+/// What the check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessCheck {
+    /// Every permission is granted.
+    Granted,
+    /// These are not.
+    Missing(Vec<Permission>),
+    /// The server could not be asked (reviews are not allowed or not served); the commands
+    /// go on and a missing permission shows when it is used.
+    Unknown(String),
+}
+
+/// Asks the API server whether the credentials in use have every permission in `needs`.
+pub async fn check(
+    client: &kube::Client,
+    needs: &[Permission],
+    policy: &RetryPolicy,
+) -> AccessCheck {
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let asks = needs.iter().map(|permission| {
+        let reviews = reviews.clone();
+        async move {
+            let review = permission.review();
+            let what = format!("ask whether we may {permission}");
+            let params = PostParams::default();
+            let answer = with_retries(&what, policy, || reviews.create(&params, &review)).await;
+            (permission, answer)
+        }
+    });
+    // A few at a time: a burst of a connection per question would cost a busy apiserver
+    // more than the round trips it saves.
+    let answers: Vec<_> = stream::iter(asks)
+        .buffered(REVIEWS_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut missing = Vec::new();
+    for (permission, answer) in answers {
+        match answer {
+            Ok(review) if review.status.as_ref().is_some_and(|s| s.allowed) => {}
+            Ok(_) => missing.push(permission.clone()),
+            // Not allowed to ask, reviews not served, or the API failing: say why and let the
+            // command find out by using its permissions.
+            Err(e) => return AccessCheck::Unknown(e.to_string()),
+        }
+    }
+    if missing.is_empty() {
+        AccessCheck::Granted
+    } else {
+        AccessCheck::Missing(missing)
+    }
+}
+
+/// Why a command refuses to start: the permissions it lacks, and how to grant them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "forbidden: needs {}; {command} refused before changing anything. Grant {}: kubectl apply \
+     -f {RBAC_MANIFEST}, then run selfhost as the service account kube-system/{role} (or bind \
+     your user to its roles)",
+    missing.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+    if missing.len() == 1 { "it" } else { "them" }
+)]
+pub struct PermissionsMissing {
+    /// The command, e.g. `selfhost apply`.
+    pub command: String,
+    /// The service account of `deploy/rbac.yaml` that has them: `selfhost-viewer` or
+    /// `selfhost-upgrader` (see [`VIEWER`], [`UPGRADER`]).
+    pub role: String,
+    /// What is missing.
+    pub missing: Vec<Permission>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permissions_read_as_kubectl_auth_can_i_would_ask_them() {
+        let rows = [
+            (
+                Permission::in_kube_system("update", "apps", "daemonsets").named("ds"),
+                r#"update on daemonsets.apps "ds" in namespace kube-system"#,
+            ),
+            (Permission::cluster("list", "", "nodes"), "list on nodes"),
+            (Permission::path("get", "/readyz"), "get on /readyz"),
+            (
+                Permission::in_kube_system("delete", "", "pods"),
+                "delete on pods in namespace kube-system",
+            ),
+        ];
+        for (permission, text) in rows {
+            assert_eq!(permission.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn reviews_ask_about_exactly_the_permission() {
+        let review = Permission::in_kube_system("patch", "", "nodes/status")
+            .named("n1")
+            .review();
+        let attrs = review
+            .spec
+            .resource_attributes
+            .expect("resource attributes");
+        assert_eq!(attrs.resource.as_deref(), Some("nodes"));
+        assert_eq!(attrs.subresource.as_deref(), Some("status"));
+        assert_eq!(attrs.name.as_deref(), Some("n1"));
+        assert_eq!(attrs.group.as_deref(), Some(""));
+        let path = Permission::path("get", "/version").review();
+        assert!(path.spec.resource_attributes.is_none());
+        assert_eq!(
+            path.spec
+                .non_resource_attributes
+                .and_then(|a| a.path)
+                .as_deref(),
+            Some("/version")
+        );
+    }
+
+    #[test]
+    fn upgrades_write_only_the_objects_of_the_pivot() {
+        let names: Vec<String> = upgrade().iter().map(ToString::to_string).collect();
+        assert!(names.contains(
+            &r#"update on daemonsets.apps "self-hosted-kube-apiserver" in namespace kube-system"#
+                .to_string()
+        ));
+        assert!(names.contains(
+            &r#"delete on leases.coordination.k8s.io "kube-scheduler" in namespace kube-system"#
+                .to_string()
+        ));
+        assert!(
+            upgrade()
+                .iter()
+                .all(|p| p.namespace.as_deref() == Some(NAMESPACE)),
+            "no cluster-wide write"
+        );
+    }
+
+    #[test]
+    fn the_refusal_lists_every_missing_permission_and_the_fix() {
+        let err = PermissionsMissing {
+            command: "selfhost apply".into(),
+            role: "selfhost-upgrader".into(),
+            missing: vec![
+                Permission::in_kube_system("create", "apps", "daemonsets"),
+                Permission::cluster("watch", "", "nodes"),
+            ],
+        };
+        assert_eq!(
+            err.to_string(),
+            "forbidden: needs create on daemonsets.apps in namespace kube-system, watch on nodes; \
+             selfhost apply refused before changing anything. Grant them: kubectl apply -f \
+             deploy/rbac.yaml, then run selfhost as the service account \
+             kube-system/selfhost-upgrader (or bind your user to its roles)"
+        );
+    }
+}
