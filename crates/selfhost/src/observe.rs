@@ -2,7 +2,7 @@
 //!
 //! Every decision reads the cluster afresh: the view's caches (kept current by watches, so
 //! this costs no request) and the API's health (probed at most once per `HEALTH_MAX_AGE`).
-//! The only memory is the identity tracker (see `identity.rs`).
+//! The only memory is the identity tracker, fed by its own watch (see `identity.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::client::Clients;
 use crate::error::ApiCallError;
 use crate::health;
-use crate::identity::IdentityTracker;
+use crate::identity::IdentityWatch;
 use crate::retry::{RetryPolicy, with_retries};
 use crate::view::{ClusterView, ViewTimeout};
 
@@ -38,7 +38,7 @@ pub struct Observer {
     pub view: ClusterView,
     api: kube::Client,
     probe: kube::Client,
-    identities: IdentityTracker,
+    identities: IdentityWatch,
     health: Option<(Instant, ApiHealth)>,
 }
 
@@ -62,8 +62,17 @@ impl Observer {
             view: ClusterView::start(&clients.api),
             api: clients.api.clone(),
             probe: clients.probe.clone(),
-            identities: IdentityTracker::default(),
+            identities: IdentityWatch::start(&clients.api),
             health: None,
+        }
+    }
+
+    /// Waits for the next change of anything watched (the identity Leases' every change
+    /// included), or until `deadline`; returns whether something changed.
+    pub async fn next_change(&mut self, deadline: Instant) -> bool {
+        tokio::select! {
+            changed = self.view.next_change(deadline) => changed,
+            () = self.identities.changed() => true,
         }
     }
 

@@ -228,7 +228,7 @@ pub async fn run_component(
                 wake = wake.min(instant_of(at).max(Instant::now() + Duration::from_millis(10)));
             }
             tokio::select! {
-                _ = observer.view.next_change(wake) => {}
+                _ = observer.next_change(wake) => {}
                 _ = cancel.cancelled() => {}
             }
             continue;
