@@ -15,6 +15,14 @@ pub async fn sim() -> SimServer {
         .expect("simulator starts")
 }
 
+/// Logs to the test's captured output, filtered by `RUST_LOG` (nothing when unset).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
 /// The engine's clients for a simulator, from the kubeconfig it wrote.
 pub async fn clients(kubeconfig: &std::path::Path) -> selfhost::Clients {
     let source = selfhost::client::KubeconfigSource::Flag(kubeconfig.into());

@@ -49,6 +49,7 @@ pub async fn upgrade(
     to: &str,
     options: ApplyOptions,
 ) -> (RunReport, Vec<Stamped>) {
+    crate::init_tracing();
     let clients = crate::clients(sim.kubeconfig_path()).await;
     let mut observer = Observer::start(&clients);
     observer
@@ -74,6 +75,8 @@ pub async fn upgrade(
     let collected = tokio::spawn(async move {
         let mut events = Vec::new();
         while let Some(event) = receiver.recv().await {
+            // Shown only when the test fails: the run as the engine saw it.
+            eprintln!("{}", serde_json::to_string(&event).unwrap_or_default());
             events.push(event);
         }
         events
@@ -225,8 +228,9 @@ async fn three_nodes_under_the_measured_handover_model() {
     several_nodes_under_the_measured_model(3).await;
 }
 
+/// Five nodes renewing five shared identity Leases: the holder of a host's Lease often changes
+/// only for the moment between two renewals, which the engine sees by watching every change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "once in about ten runs the upgrade does not finish within 240 s under the measured model on five nodes (usually 3 s); cause not found yet, see the closing note"]
 async fn five_nodes_under_the_measured_handover_model() {
     several_nodes_under_the_measured_model(5).await;
 }
