@@ -24,6 +24,9 @@ use selfhost_core::component::NAMESPACE;
 use selfhost_core::observation::{IDENTITY_LABEL, IDENTITY_LABEL_VALUE, IdentitySighting};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::measure::Recorder;
 
 /// Per identity Lease: the holder last seen, and what is known about each holder.
 #[derive(Debug, Default)]
@@ -89,33 +92,36 @@ impl IdentityTracker {
     }
 }
 
-/// A tracker fed by its own watch of the identity Leases: every change, as it happens.
-pub struct IdentityWatch {
+/// The engine's own watch of the kube-system Leases, fed change by change: identity Leases
+/// into the [`IdentityTracker`], leader-election Leases into the run's [`Recorder`].
+pub struct LeaseWatch {
     tracker: Arc<Mutex<IdentityTracker>>,
+    recorder: Arc<Mutex<Recorder>>,
     changed: Arc<Notify>,
     task: JoinHandle<()>,
 }
 
-impl Drop for IdentityWatch {
+impl Drop for LeaseWatch {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl IdentityWatch {
-    /// Starts watching the kube-apiserver identity Leases in kube-system (with kube-runtime's
-    /// backoff, so the watch outlives an apiserver hand-over).
-    pub fn start(client: &kube::Client) -> IdentityWatch {
+impl LeaseWatch {
+    /// Starts watching the Leases in kube-system (with kube-runtime's backoff, so the watch
+    /// outlives an apiserver hand-over).
+    pub fn start(client: &kube::Client) -> LeaseWatch {
         let tracker = Arc::new(Mutex::new(IdentityTracker::default()));
+        let recorder = Arc::new(Mutex::new(Recorder::default()));
         let changed = Arc::new(Notify::new());
         let api: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
-        let config =
-            watcher::Config::default().labels(&format!("{IDENTITY_LABEL}={IDENTITY_LABEL_VALUE}"));
         let task = tokio::spawn({
-            let tracker = Arc::clone(&tracker);
+            let (tracker, recorder) = (Arc::clone(&tracker), Arc::clone(&recorder));
             let changed = Arc::clone(&changed);
             async move {
-                let mut stream = watcher(api, config).default_backoff().boxed();
+                let mut stream = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
                 while let Some(event) = stream.next().await {
                     let lease = match event {
                         Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
@@ -123,32 +129,49 @@ impl IdentityWatch {
                         }
                         Ok(_) => continue,
                         Err(error) => {
-                            tracing::debug!(%error, "identity Lease watch interrupted; it resumes by itself");
+                            tracing::debug!(%error, "Lease watch interrupted; it resumes by itself");
                             continue;
                         }
                     };
-                    if let Ok(mut tracker) = tracker.lock() {
-                        tracker.record(&lease, Timestamp::now());
+                    let is_identity = lease
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(IDENTITY_LABEL))
+                        .is_some_and(|v| v == IDENTITY_LABEL_VALUE);
+                    if is_identity {
+                        if let Ok(mut tracker) = tracker.lock() {
+                            tracker.record(&lease, Timestamp::now());
+                        }
+                        changed.notify_one();
+                    } else if let Ok(mut recorder) = recorder.lock() {
+                        recorder.lease(&lease, Instant::now());
                     }
-                    changed.notify_one();
                 }
             }
         });
-        IdentityWatch {
+        LeaseWatch {
             tracker,
+            recorder,
             changed,
             task,
         }
     }
 
-    /// Records Leases seen elsewhere (the view's cache) and returns the sightings at `now`.
+    /// Records Leases seen elsewhere (the view's cache) and returns the identity sightings at
+    /// `now`.
     pub fn observe(&self, leases: &[Arc<Lease>], now: Timestamp) -> Vec<IdentitySighting> {
         match self.tracker.lock() {
             Ok(mut tracker) => tracker.observe(leases, now),
-            // A panic while recording cannot happen (no code in `record` panics); were the
-            // lock poisoned, knowing nothing only makes the engine more cautious.
+            // Nothing in `record` panics, so the lock is never poisoned; were it, knowing
+            // nothing only makes the engine more cautious.
             Err(_) => Vec::new(),
         }
+    }
+
+    /// The run's record (health probes are added by the observer).
+    pub fn recorder(&self) -> &Arc<Mutex<Recorder>> {
+        &self.recorder
     }
 
     /// Resolves at the next change of an identity Lease.

@@ -2,7 +2,8 @@
 //!
 //! Every decision reads the cluster afresh: the view's caches (kept current by watches, so
 //! this costs no request) and the API's health (probed at most once per `HEALTH_MAX_AGE`).
-//! The only memory is the identity tracker, fed by its own watch (see `identity.rs`).
+//! The only memory is the identity tracker, fed by its own watch (see `identity.rs`), and the
+//! record of what the run cost (see `measure.rs`), which decides nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +26,8 @@ use tokio::time::Instant;
 use crate::client::Clients;
 use crate::error::ApiCallError;
 use crate::health;
-use crate::identity::IdentityWatch;
+use crate::identity::LeaseWatch;
+use crate::measure::{MeasuredDisruption, Recorder};
 use crate::retry::{RetryPolicy, with_retries};
 use crate::view::{ClusterView, ViewTimeout};
 
@@ -38,7 +40,7 @@ pub struct Observer {
     pub view: ClusterView,
     api: kube::Client,
     probe: kube::Client,
-    identities: IdentityWatch,
+    leases: LeaseWatch,
     health: Option<(Instant, ApiHealth)>,
 }
 
@@ -62,7 +64,7 @@ impl Observer {
             view: ClusterView::start(&clients.api),
             api: clients.api.clone(),
             probe: clients.probe.clone(),
-            identities: IdentityWatch::start(&clients.api),
+            leases: LeaseWatch::start(&clients.api),
             health: None,
         }
     }
@@ -72,7 +74,7 @@ impl Observer {
     pub async fn next_change(&mut self, deadline: Instant) -> bool {
         tokio::select! {
             changed = self.view.next_change(deadline) => changed,
-            () = self.identities.changed() => true,
+            () = self.leases.changed() => true,
         }
     }
 
@@ -103,8 +105,21 @@ impl Observer {
             readyz_detail: ready.problem,
             git_version,
         };
-        self.health = Some((Instant::now(), health.clone()));
+        let now = Instant::now();
+        if let Ok(mut recorder) = self.leases.recorder().lock() {
+            recorder.probe(now, &health);
+        }
+        self.health = Some((now, health.clone()));
         health
+    }
+
+    /// What the engine saw of the API's health and of leader changes in `[from, to]`.
+    pub fn measured(&self, from: Instant, to: Instant) -> MeasuredDisruption {
+        match self.leases.recorder().lock() {
+            Ok(recorder) => recorder.measure(from, to),
+            // Never poisoned (nothing panics while it is held); an empty record then.
+            Err(_) => Recorder::default().measure(from, to),
+        }
     }
 
     /// The cached DaemonSet `name` in kube-system, if it exists.
@@ -147,7 +162,7 @@ impl Observer {
             })
             .cloned()
             .collect();
-        let identity_leases = self.identities.observe(&identity, now);
+        let identity_leases = self.leases.observe(&identity, now);
         let leader_lease = component.leader_lease_name().and_then(|name| {
             leases
                 .iter()
