@@ -7,6 +7,7 @@ mod preflight;
 mod resume;
 mod sim_command;
 mod sim_fidelity;
+mod summary;
 mod usage;
 
 use assert_cmd::Command;
