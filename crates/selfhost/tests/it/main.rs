@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is a failed test
 
 mod client;
+mod handover;
 mod retry;
 mod upgrade;
 mod view;

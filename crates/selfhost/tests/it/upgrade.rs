@@ -19,8 +19,8 @@ use selfhost_sim::{FaultAction, RequestMatcher, SimCluster, SimTimings};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-const FROM: &str = "v1.33.1";
-const TO: &str = "v1.34.0";
+pub const FROM: &str = "v1.33.1";
+pub const TO: &str = "v1.34.0";
 
 /// Pod latencies a hundred times faster than real ones: every ordering of the real hand-over
 /// kept, short enough for a test, long enough for the prober to see a window.
@@ -49,6 +49,17 @@ pub async fn upgrade(
     to: &str,
     options: ApplyOptions,
 ) -> (RunReport, Vec<Stamped>) {
+    let (report, events, _) = run_upgrade(sim, to, options).await;
+    (report, events)
+}
+
+/// [`upgrade`], also returning the moment the events' times count from (at most
+/// microseconds before it).
+pub async fn run_upgrade(
+    sim: &SimCluster,
+    to: &str,
+    options: ApplyOptions,
+) -> (RunReport, Vec<Stamped>, Instant) {
     crate::init_tracing();
     let clients = crate::clients(sim.kubeconfig_path()).await;
     let mut observer = Observer::start(&clients);
@@ -81,6 +92,7 @@ pub async fn upgrade(
         }
         events
     });
+    let events_base = Instant::now();
     let events = Events::to(sender);
     let cancel = CancellationToken::new();
     let run = apply(
@@ -96,7 +108,7 @@ pub async fn upgrade(
         .expect("finishes in time")
         .expect("runs");
     drop(events);
-    (report, collected.await.expect("collector"))
+    (report, collected.await.expect("collector"), events_base)
 }
 
 /// The image each real DaemonSet runs, and whether any backup is left.
@@ -128,7 +140,7 @@ pub async fn images(sim: &SimCluster) -> (Vec<String>, bool) {
     (images, backup_left)
 }
 
-fn on(version: &str) -> Vec<String> {
+pub fn on(version: &str) -> Vec<String> {
     Component::ALL
         .iter()
         .map(|c| format!("registry.k8s.io/{}:{version}", c.name()))

@@ -95,3 +95,77 @@ fn a_process_started_before_the_holder_appeared_keeps_it_ambiguous() {
         &["no identity Lease of its own"],
     )]);
 }
+
+/// The host's one identity Lease, held by `holder` since `since`, renewed at `renewed`.
+fn host_lease(holder: &str, since: Option<i64>, renewed: i64) -> IdentitySighting {
+    IdentitySighting {
+        lease: "apiserver-cp1hash".into(),
+        hostname: Some("cp-1".into()),
+        holder: format!("apiserver-cp1hash_{holder}"),
+        holder_since: since.map(t),
+        last_renewed: Some(t(renewed)),
+    }
+}
+
+/// One node, backup serving by its own holder of the host's Lease since `t(4)`, real
+/// DaemonSet updated; the new pod's probe was answered by the backup's process (a lie), so it
+/// is Ready since `t(60)` without a holder of its own. Observed at `t(at)`.
+fn lying_new_pod(at: i64) -> World {
+    let mut world = World::steady(ApiServer, 1)
+        .backup()
+        .backup_pod("cp-1", Pod::ReadyNoIdentity { started: 2 })
+        .updated()
+        .new_pod("cp-1", Pod::ReadyNoIdentity { started: 60 })
+        .at(at);
+    world.obs.identity_leases = vec![host_lease("backup", Some(4), at - 1)];
+    world
+}
+
+#[test]
+fn a_probe_answered_by_another_process_on_the_shared_port_is_never_enough() {
+    let mut backing_up = World::steady(ApiServer, 1)
+        .backup()
+        .backup_pod("cp-1", Pod::ReadyNoIdentity { started: 2 })
+        .at(30);
+    // Only the old process keeps renewing the host's Lease: the backup's Ready was the old
+    // process answering its probe.
+    backing_up.obs.identity_leases = vec![host_lease("old", None, 29)];
+    let mut with_own_holder = lying_new_pod(90);
+    with_own_holder
+        .obs
+        .identity_leases
+        .push(host_lease("new", Some(62), 89));
+    let mut terminating = lying_new_pod(90);
+    terminating.backup_mut().daemonset.pods[0].deleting_since = Some(t(85));
+    terminating.backup_mut().daemonset.pods[0].deletion_grace_seconds = Some(30);
+    check(vec![
+        row(
+            "the backup Ready by the old process's answer: no update",
+            backing_up.build(),
+            target(ApiServer),
+            "wait-for-backup",
+            &["no identity Lease of its own"],
+        ),
+        row(
+            "the new pod Ready by the backup's answer: the backup stays",
+            lying_new_pod(90).build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["no identity Lease of its own"],
+        ),
+        row(
+            "a lying successor never shortens a Terminating apiserver's grace",
+            terminating.build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "its own holder took the host's Lease after it started: now it serves",
+            with_own_holder.build(),
+            target(ApiServer),
+            "remove-backup",
+            &[],
+        ),
+    ]);
+}
