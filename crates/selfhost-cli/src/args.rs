@@ -113,6 +113,10 @@ pub struct UpgradeFlags {
     /// control-plane node without port sharing).
     #[arg(long)]
     pub accept_downtime: bool,
+    /// Check first that every control-plane node can pull the target images: runs a temporary
+    /// prepull DaemonSet per component in kube-system and removes it, in every case.
+    #[arg(long)]
+    pub prepull: bool,
 }
 
 /// Arguments of `selfhost plan`.

@@ -6,6 +6,7 @@
 mod args;
 mod commands;
 mod exit;
+mod progress;
 mod ui;
 
 use std::io::{self, Write};

@@ -13,6 +13,7 @@ pub mod disruption;
 pub mod observation;
 pub mod pivot;
 pub mod preflight;
+pub mod prepull;
 pub mod render;
 pub mod rollout;
 pub mod skew;

@@ -71,6 +71,9 @@ pub enum CheckId {
     VersionSkew,
     /// What the hand-over will cost, and whether it needs `--accept-downtime`.
     ExpectedDisruption,
+    /// Every control-plane node can pull and run the target images (`--prepull`; see
+    /// [`crate::prepull`]).
+    ImagesPullable,
 }
 
 impl CheckId {
@@ -84,6 +87,7 @@ impl CheckId {
             CheckId::NoForeignBackup => "no-foreign-backup",
             CheckId::VersionSkew => "version-skew",
             CheckId::ExpectedDisruption => "expected-disruption",
+            CheckId::ImagesPullable => "images-pullable",
         }
     }
 }
@@ -98,6 +102,8 @@ pub enum Verdict {
     Warn,
     /// Refuses the upgrade.
     Fail,
+    /// Not run (it is optional, or others failed first); the message says how to run it.
+    NotRun,
 }
 
 /// One result.

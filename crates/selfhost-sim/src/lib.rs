@@ -7,6 +7,7 @@
 
 mod api;
 pub mod bootstrap;
+pub mod bulk;
 pub mod cluster;
 pub mod controllers;
 pub mod defaults;

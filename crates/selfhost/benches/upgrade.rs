@@ -1,8 +1,13 @@
-//! Upgrade benchmark: wall time of a full upgrade on a simulated self-hosted cluster against
-//! the lower bound its pod latencies allow, and the API requests the engine makes per
-//! component. Not a test: it prints figures (recorded in docs/benchmarks.md).
+//! Upgrade benchmark, two tables in one run (figures recorded in docs/benchmarks.md):
+//! 1. the engine's wall time for a full upgrade on a simulated self-hosted cluster against the
+//!    lower bound its pod latencies allow, and the API requests it makes per component;
+//! 2. the engine next to kubeadm's algorithm (the reference in `tests/reference/kubeadm.rs`,
+//!    for comparison only) on identical clusters as kubeadm built them, under the measured
+//!    hand-over model: wall time, API requests, failed probes, the longest time without a
+//!    successful read, and the controller-manager's and scheduler's leaderless stretches.
 //!
-//! Run: `cargo bench -p selfhost --bench upgrade`
+//! Not a test. Run: `cargo bench -p selfhost --bench upgrade --profile dev`; after `--`,
+//! `lower-bound` or `kubeadm` runs one table only.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a benchmark, not library code
 
@@ -19,6 +24,16 @@ use selfhost_core::skew::SkewFlags;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::{SimCluster, SimTimings};
 use tokio_util::sync::CancellationToken;
+
+/// kubeadm's algorithm, for comparison only (not product code).
+#[path = "../tests/reference/kubeadm.rs"]
+mod kubeadm_reference;
+/// The side-by-side harness shared with the tests.
+#[path = "../tests/reference/versus.rs"]
+mod versus;
+
+use selfhost_sim::cluster::Role;
+use versus::{Cost, Tool};
 
 /// Latencies a hundred times faster than real ones, as in the end-to-end tests.
 const SCALE: u32 = 10;
@@ -87,11 +102,7 @@ async fn run(nodes: usize) -> (Duration, Duration, u64) {
     (wall, lower_bound(&timings, nodes as u32), requests)
 }
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+fn lower_bound_table(runtime: &tokio::runtime::Runtime) {
     println!("upgrade v1.33.1 -> v1.34.0, simulated latencies / {SCALE}");
     println!(
         "{:>5} {:>10} {:>12} {:>8} {:>22}",
@@ -113,5 +124,115 @@ fn main() {
             wall.as_secs_f64() / bound.as_secs_f64(),
             requests / 3
         );
+    }
+}
+
+/// One upgrade by `tool` on a fresh cluster of `nodes` as kubeadm built it.
+async fn versus(nodes: usize, tool: Tool) -> Cost {
+    let sim = versus::kubeadm_built_cluster(nodes, SCALE).await;
+    let cost = versus::upgrade(&sim, tool, SCALE).await;
+    sim.shutdown().await;
+    cost
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2}s", d.as_secs_f64())
+}
+
+fn gaps(cost: &Cost, role: Role) -> String {
+    let gaps: Vec<String> = cost.gaps(role).into_iter().map(secs).collect();
+    if gaps.is_empty() {
+        "-".into()
+    } else {
+        gaps.join(" ")
+    }
+}
+
+fn ratio(theirs: f64, ours: f64) -> String {
+    if ours == 0.0 {
+        if theirs == 0.0 {
+            "=".into()
+        } else {
+            "inf".into()
+        }
+    } else {
+        format!("{:.2}", theirs / ours)
+    }
+}
+
+fn kubeadm_table(runtime: &tokio::runtime::Runtime) {
+    println!();
+    println!(
+        "selfhost vs kubeadm's algorithm (reference), measured hand-over model, clusters as \
+         kubeadm built them, simulated latencies / {SCALE}, one run each"
+    );
+    println!(
+        "{:>5} {:<9} {:>7} {:>8} {:>13} {:>10} {:>11} {:>13} {:<22} {:<22}",
+        "nodes",
+        "tool",
+        "wall",
+        "requests",
+        "failed probes",
+        "read fails",
+        "longest gap",
+        "leaderless",
+        "controller-manager",
+        "scheduler"
+    );
+    for nodes in [1, 3, 5] {
+        let ours = runtime.block_on(versus(nodes, Tool::Selfhost));
+        let theirs = runtime.block_on(versus(nodes, Tool::Kubeadm));
+        for (name, cost) in [("selfhost", &ours), ("kubeadm", &theirs)] {
+            println!(
+                "{nodes:>5} {name:<9} {:>7} {:>8} {:>13} {:>10} {:>11} {:>13} {:<22} {:<22}",
+                secs(cost.wall),
+                cost.requests,
+                format!("{}/{}", cost.failed(), cost.attempts()),
+                format!("{}ms", cost.failing_time().as_millis()),
+                secs(cost.longest_gap()),
+                secs(cost.total_leaderless()),
+                gaps(cost, Role::ControllerManager),
+                gaps(cost, Role::Scheduler),
+            );
+        }
+        println!(
+            "{nodes:>5} {:<9} {:>7} {:>8} {:>13} {:>10} {:>11} {:>13}",
+            "ratio",
+            ratio(theirs.wall.as_secs_f64(), ours.wall.as_secs_f64()),
+            ratio(theirs.requests as f64, ours.requests as f64),
+            ratio(theirs.failed() as f64, ours.failed() as f64),
+            ratio(
+                theirs.failing_time().as_secs_f64(),
+                ours.failing_time().as_secs_f64()
+            ),
+            ratio(
+                theirs.longest_gap().as_secs_f64(),
+                ours.longest_gap().as_secs_f64()
+            ),
+            ratio(
+                theirs.total_leaderless().as_secs_f64(),
+                ours.total_leaderless().as_secs_f64()
+            ),
+        );
+    }
+    println!("(ratio: kubeadm's figure divided by selfhost's)");
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // `cargo bench` passes `--bench`; a table's name runs that table only.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wanted = |table: &str| only.is_empty() || only.iter().any(|o| o == table);
+    if wanted("lower-bound") {
+        lower_bound_table(&runtime);
+    }
+    if wanted("kubeadm") {
+        kubeadm_table(&runtime);
     }
 }

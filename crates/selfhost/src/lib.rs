@@ -11,6 +11,7 @@ pub mod identity;
 pub mod measure;
 pub mod observe;
 pub mod plan;
+pub mod prepull;
 pub mod retry;
 pub mod target;
 pub mod upgrade;

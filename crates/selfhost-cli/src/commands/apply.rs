@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{ApplyArgs, GlobalArgs, OutputFormat};
 use crate::exit::{CliError, Outcome};
+use crate::progress::Progress;
 use crate::ui;
 
 /// The command that continues this run, for messages.
@@ -136,9 +137,10 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     let json = global.output == OutputFormat::Json;
     let (clients, mut observer) = super::cluster::connect(global).await?;
     let policy = RetryPolicy::default();
-    let (plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
+    let (mut plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
         .await
         .map_err(|e| CliError::from(anyhow::Error::from(e)))?;
+    let prepull = super::prepull::skip_unless_requested(&mut plan, args.flags.prepull);
     if !plan.proceeds {
         if !json {
             ui::say(super::plan::render_text(&plan));
@@ -180,9 +182,11 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
 
     let cancel = CancellationToken::new();
     let signal_cancel = cancel.clone();
+    let progress = Progress::stderr();
+    let signal_progress = progress.clone();
     let signals = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            ui::say(
+            signal_progress.line(
                 "stopping at the next safe point (press Ctrl-C again to abandon the run at once)...",
             );
             signal_cancel.cancel();
@@ -191,27 +195,36 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
             }
         }
     });
+    if prepull {
+        // `--timeout` bounds the prepull too when given.
+        let prepull_deadline = args.timeout.as_ref().map(|_| deadline);
+        let on = super::prepull::Cluster {
+            client: &clients.api,
+            cancel: &cancel,
+            progress: &progress,
+        };
+        super::prepull::before_apply(
+            &mut plan,
+            &targets,
+            prepull_deadline,
+            args.dry_run,
+            json,
+            &on,
+        )
+        .await?;
+    }
     let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
+    let shown = progress.clone();
     let printer = tokio::spawn(async move {
-        // People get at most one "waiting for" line a second; programs get every event.
-        let mut last_wait: Option<f64> = None;
+        // Programs get every event; people get the progress display of progress.rs.
         while let Some(event) = receiver.recv().await {
             if json {
                 let _ = ui::json_line(&event);
                 continue;
             }
-            if matches!(event.event, Event::Waiting { .. }) {
-                if last_wait.is_some_and(|at| event.at - at < 1.0) {
-                    continue;
-                }
-                last_wait = Some(event.at);
-            } else {
-                last_wait = None;
-            }
-            if let Some(line) = render(&event) {
-                ui::say(line);
-            }
+            shown.event(&event, render(&event));
         }
+        shown.finish();
     });
     let options = ApplyOptions {
         pivot: PivotOptions {

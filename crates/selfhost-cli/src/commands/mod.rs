@@ -7,5 +7,6 @@ pub mod config_file;
 pub mod demo;
 pub mod manifests;
 pub mod plan;
+pub mod prepull;
 pub mod sim;
 pub mod status;

@@ -9,10 +9,13 @@ use selfhost::retry::RetryPolicy;
 use selfhost_core::KubeVersion;
 use selfhost_core::disruption::ApiImpact;
 use selfhost_core::preflight::Verdict;
+use selfhost_core::prepull::DEFAULT_PREPULL_DEADLINE;
 use selfhost_core::skew::SkewFlags;
+use tokio_util::sync::CancellationToken;
 
 use crate::args::{GlobalArgs, OutputFormat, PlanArgs, UpgradeFlags};
 use crate::exit::{CliError, Outcome};
+use crate::progress::Progress;
 use crate::ui;
 
 /// Parses the version and reads the configuration: the request both `plan` and `apply` make.
@@ -65,6 +68,7 @@ pub fn render_text(plan: &Plan) -> String {
             Verdict::Pass => "PASS",
             Verdict::Warn => "WARN",
             Verdict::Fail => "FAIL",
+            Verdict::NotRun => "SKIP",
         };
         let scope = check
             .component
@@ -164,7 +168,7 @@ pub fn render_text(plan: &Plan) -> String {
 pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliError> {
     let request = request(&args.target, args.config.as_ref(), &args.flags)?;
     let (clients, mut observer) = super::cluster::connect(global).await?;
-    let (plan, _, _) = make_plan(
+    let (mut plan, targets, _) = make_plan(
         &mut observer,
         &clients.api,
         &request,
@@ -172,6 +176,20 @@ pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliErr
     )
     .await
     .map_err(|e| CliError::from(anyhow::Error::from(e)))?;
+    if super::prepull::skip_unless_requested(&mut plan, args.flags.prepull) {
+        let progress = Progress::stderr();
+        let cancel = CancellationToken::new();
+        let signals = super::prepull::cancel_on_ctrl_c(&cancel, &progress);
+        let on = super::prepull::Cluster {
+            client: &clients.api,
+            cancel: &cancel,
+            progress: &progress,
+        };
+        let result = super::prepull::run(&mut plan, &targets, DEFAULT_PREPULL_DEADLINE, &on).await;
+        progress.finish();
+        signals.abort();
+        result?;
+    }
     let text = match global.output {
         OutputFormat::Text => render_text(&plan),
         format => ui::structured(&plan, format)?,

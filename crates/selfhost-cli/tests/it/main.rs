@@ -4,6 +4,8 @@
 mod kubectl_apply;
 mod manifests;
 mod preflight;
+mod prepull;
+mod progress;
 mod resume;
 mod sim_command;
 mod sim_fidelity;

@@ -3,9 +3,18 @@
 
 mod client;
 mod handover;
+mod prepull;
 mod retry;
 mod upgrade;
+mod versus_kubeadm;
 mod view;
+
+/// kubeadm's algorithm, for comparison only (see the file).
+#[path = "../reference/kubeadm.rs"]
+mod kubeadm_reference;
+/// The side-by-side harness of selfhost and kubeadm's algorithm.
+#[path = "../reference/versus.rs"]
+mod versus;
 
 use selfhost_sim::{SimServer, SimServerOptions};
 

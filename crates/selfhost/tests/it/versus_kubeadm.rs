@@ -1,0 +1,113 @@
+//! selfhost's engine against kubeadm's algorithm (the reference in `tests/reference`) on
+//! identical one-node clusters, built as kubeadm built them, under the measured hand-over
+//! model, with the same prober: far fewer failed probes, less time failing, and far shorter
+//! leaderless stretches of the controller-manager and the scheduler.
+
+use std::time::Duration;
+
+use selfhost_sim::SimTimings;
+use selfhost_sim::cluster::Role;
+
+use crate::versus::{Cost, Tool, kubeadm_built_cluster, upgrade};
+
+/// Latencies ten times faster than real ones: a kube-apiserver joins its port in 350 ms and a
+/// leader Lease lasts 1.5 s, long enough for the prober (every 10 ms) to see each window and
+/// for a deliberate Lease hand-over to be told from an expiry. (At the end-to-end tests'
+/// hundredfold speed a Lease lasts 150 ms, about what the engine needs to see a holder gone.)
+const SCALE: u32 = 10;
+
+/// Upgrades a fresh one-node cluster as kubeadm built it with `tool`.
+async fn measure(tool: Tool) -> Cost {
+    let sim = kubeadm_built_cluster(1, SCALE).await;
+    let cost = upgrade(&sim, tool, SCALE).await;
+    sim.shutdown().await;
+    cost
+}
+
+/// The leader Lease's duration on these clusters: what a hand-over costs when the Lease is
+/// left to expire.
+fn lease() -> Duration {
+    SimTimings::scaled(SCALE).leader_election.lease_duration
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_upgrade_costs_far_less_than_kubeadms_algorithm() {
+    let ours = measure(Tool::Selfhost).await;
+    let theirs = measure(Tool::Kubeadm).await;
+    println!("selfhost: {}", ours.summary());
+    println!("kubeadm:  {}", theirs.summary());
+
+    // kubeadm's two windows (the old, then the backup apiserver leaves while its successor
+    // has joined the port but does not serve yet) are really there: the comparison is not
+    // against nothing.
+    assert!(
+        theirs.failed() >= 10 && theirs.longest_window() >= Duration::from_millis(50),
+        "kubeadm's algorithm lost probes: {}",
+        theirs.summary()
+    );
+    assert!(
+        ours.failed() * 2 <= theirs.failed(),
+        "at most half kubeadm's failed probes (measured: 0–3 against 20–44): {} against {}",
+        ours.failed(),
+        theirs.failed()
+    );
+    // A prober connection the engine's hand-overs close may reconnect to a joining apiserver
+    // and wait out the rest of its join, so one window of the engine's can be as long as one
+    // of kubeadm's; in all, clearly less time fails (measured: 0–130 ms against 250–440 ms).
+    assert!(
+        ours.failing_time() * 3 <= theirs.failing_time() * 2,
+        "reads failing at most two thirds as long: {:?} against {:?}",
+        ours.failing_time(),
+        theirs.failing_time()
+    );
+
+    // kubeadm leaves every hand-over to a Lease expiry; the engine hands the Lease over once
+    // the holder is confirmed gone — always from the old pod to the backup's, not yet always
+    // from the backup's to the new one (see the ignored test below), so its first stretch per
+    // role is far shorter than any of kubeadm's, and it is leaderless for less time in all.
+    let lease = lease();
+    for role in [Role::ControllerManager, Role::Scheduler] {
+        let theirs_gaps = theirs.gaps(role);
+        assert_eq!(
+            theirs_gaps.len(),
+            2,
+            "{role:?}: old to backup, backup to new"
+        );
+        assert!(
+            theirs_gaps.iter().all(|g| *g >= lease * 3 / 4),
+            "{role:?}: kubeadm waits out the Lease each time: {theirs_gaps:?}"
+        );
+        let shortest_of_theirs = theirs_gaps.iter().min().copied().unwrap_or_default();
+        let first = ours.gaps(role).first().copied().unwrap_or_default();
+        assert!(
+            first * 2 <= shortest_of_theirs,
+            "{role:?}: the engine hands the Lease to the backup: {:?} against kubeadm's {theirs_gaps:?}",
+            ours.gaps(role)
+        );
+    }
+    assert!(
+        ours.total_leaderless() < theirs.total_leaderless(),
+        "leaderless {:?} against kubeadm's {:?}",
+        ours.total_leaderless(),
+        theirs.total_leaderless()
+    );
+}
+
+/// Issue 7's target: each controller-manager or scheduler hand-over ends within about a retry
+/// period, not a Lease. The hand-over from the backup's pod to the new one often waits the
+/// Lease out: the new pod's container `startedAt` has one-second precision, so when it
+/// started within the second the backup's process acquired the Lease, the engine cannot
+/// rule it out as the holder and (rightly, for safety) does not touch the Lease. (Checked on
+/// six such hand-overs: in the five that waited the Lease out, the backup's acquisition and
+/// the new pod's start fell within the same second; the one that crossed a second boundary
+/// was prompt.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the backup-to-new Lease hand-over often waits out the Lease (startedAt has one-second precision); see the doc comment"]
+async fn every_leader_hand_over_is_shorter_than_half_a_lease() {
+    let ours = measure(Tool::Selfhost).await;
+    println!("selfhost: {}", ours.summary());
+    for role in [Role::ControllerManager, Role::Scheduler] {
+        let gaps = ours.gaps(role);
+        assert!(gaps.iter().all(|g| *g * 2 <= lease()), "{role:?}: {gaps:?}");
+    }
+}
