@@ -24,6 +24,9 @@ const HEALTH_POLL: Duration = Duration::from_millis(500);
 const IDLE_RECHECK: Duration = Duration::from_secs(5);
 /// How long to wait for the watches to show our own write before observing again.
 const READ_OWN_WRITE: Duration = Duration::from_secs(10);
+/// After an action the cluster had already superseded, how long to wait at most for the
+/// watches to show why before deciding again.
+const SUPERSEDED_SETTLE: Duration = Duration::from_secs(1);
 /// An action the state machine keeps asking for after it was done this many times in a row
 /// means the cluster does not take it; stop rather than loop.
 const MAX_REPEATS: u32 = 5;
@@ -276,13 +279,33 @@ pub async fn run_component(
                 );
                 let _ = observer
                     .view
-                    .wait_until("our write to show in the watch", deadline, |v| {
-                        v.shows(kind, &name, resource_version.as_deref(), deletion)
-                    })
+                    .wait_until(
+                        "our write to show in the watch",
+                        deadline,
+                        |v| match &step {
+                            // The Lease we deleted is gone from the cache, or already recreated
+                            // by a standby (a different resourceVersion).
+                            Step::HandOverLease {
+                                lease,
+                                resource_version: deleted,
+                                ..
+                            } => v.leases.state().iter().all(|l| {
+                                l.metadata.name.as_deref() != Some(lease.as_str())
+                                    || l.metadata.resource_version.as_ref() != Some(deleted)
+                            }),
+                            _ => v.shows(kind, &name, resource_version.as_deref(), deletion),
+                        },
+                    )
                     .await;
             }
             Applied::Superseded { why } => {
+                // The cluster moved on since the observation (409/404): usually the watches
+                // have not shown it yet. Give them a moment instead of asking again at once,
+                // which on a busy machine would spend every repeat before the cache catches up.
                 tracing::debug!(%component, step = step.name(), %why, "action superseded; observing again");
+                let _ = observer
+                    .next_change(Instant::now() + SUPERSEDED_SETTLE)
+                    .await;
             }
         }
     };
