@@ -114,7 +114,9 @@ pub async fn apply(
         };
         let started = events.elapsed();
         let started_at = Instant::now();
-        // The shape before anything changes, as the plan saw it.
+        // One fresh probe per component, so that its measurement starts from a known state;
+        // then the shape before anything changes, as the plan saw it.
+        observer.api_health(std::time::Duration::ZERO).await;
         let before = observer.observe(component).await;
         let expected = expected_disruption(component, &ClusterShape::observe(&before, template));
         let outcome = run_component(

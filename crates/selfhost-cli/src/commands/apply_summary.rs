@@ -26,13 +26,19 @@ pub fn lines(disruption: &[ComponentDisruption]) -> Vec<String> {
     ];
     for d in disruption {
         let (expected, measured) = (&d.expected, &d.measured);
+        // No ": " after a component's name: that shape is kept for timed progress lines.
+        let probes = match measured.health_probes {
+            0 => "no /readyz probe made meanwhile".to_string(),
+            n => format!(
+                "{} of {n} /readyz probes failed",
+                measured.failed_health_probes
+            ),
+        };
         let mut line = format!(
-            "  {}: {:.1}s; API: {} → {} of {} /readyz probes failed",
+            "  {}, {:.1}s; API {} → {probes}",
             d.component,
             measured.wall_seconds,
             expected_api(expected),
-            measured.failed_health_probes,
-            measured.health_probes
         );
         if measured.failed_health_probes > 0 {
             line.push_str(&format!(
@@ -49,7 +55,7 @@ pub fn lines(disruption: &[ComponentDisruption]) -> Vec<String> {
         let changes = measured.leader_changes.len();
         if let Some(bound) = expected.leaderless_gap_seconds {
             line.push_str(&format!(
-                "; leader: ≤ {} changes of ≤ {bound}s without a leader → {changes}",
+                "; leader ≤ {} changes of ≤ {bound}s without a leader → {changes}",
                 expected.leader_changes
             ));
             match measured.longest_leaderless_seconds() {
@@ -133,13 +139,13 @@ mod tests {
         assert_eq!(lines.len(), 3, "{lines:#?}");
         assert_eq!(
             lines[1],
-            "  kube-apiserver: 3.3s; API: 2 windows of ~1.7s with some failed new connections \
+            "  kube-apiserver, 3.3s; API 2 windows of ~1.7s with some failed new connections \
              → 1 of 12 /readyz probes failed (longest 0.5s), 2 answered by a draining apiserver"
         );
         assert_eq!(
             lines[2],
-            "  kube-scheduler: 3.3s; API: no failed requests → 0 of 12 /readyz probes failed; \
-             leader: ≤ 2 changes of ≤ 3s without a leader → 2, longest 0.12s without a leader"
+            "  kube-scheduler, 3.3s; API no failed requests → 0 of 12 /readyz probes failed; \
+             leader ≤ 2 changes of ≤ 3s without a leader → 2, longest 0.12s without a leader"
         );
         assert!(super::lines(&[]).is_empty());
     }

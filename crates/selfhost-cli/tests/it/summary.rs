@@ -53,18 +53,18 @@ async fn the_text_summary_sets_measured_disruption_against_the_expected() {
         .unwrap_or_else(|| panic!("no summary: {stderr}"));
     let summary = &lines[heading + 1..heading + 4];
     for (line, component) in summary.iter().zip(COMPONENTS) {
-        assert!(line.starts_with(&format!("  {component}: ")), "{stderr}");
-        assert!(line.contains("/readyz probes failed"), "{line}");
+        assert!(line.starts_with(&format!("  {component}, ")), "{stderr}");
+        assert!(line.contains("/readyz probe"), "{line}");
     }
     // One node with port sharing: the plan expects two listen-before-serve windows.
     assert!(
-        summary[0].contains("API: 2 windows of ~1.7s with some failed new connections → "),
+        summary[0].contains("API 2 windows of ~1.7s with some failed new connections → "),
         "{}",
         summary[0]
     );
     for line in &summary[1..] {
         assert!(
-            line.contains("leader: ≤ 2 changes of ≤ 3s without a leader → "),
+            line.contains("leader ≤ 2 changes of ≤ 3s without a leader → "),
             "{line}"
         );
     }
