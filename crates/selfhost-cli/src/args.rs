@@ -55,10 +55,12 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Print the control-plane manifests selfhost would run for a version, as YAML.
     Manifests(ManifestsArgs),
+    /// Convert this node's control plane: kubeadm static pods ↔ self-hosted DaemonSets.
+    Convert(crate::commands::convert::ConvertArgs),
     /// Run a simulated cluster in the foreground and write a kubeconfig for it.
     #[command(disable_version_flag = true)]
     Sim(SimArgs),
-    /// Show what selfhost can do, on a built-in simulated cluster.
+    /// Upgrade a built-in simulated cluster while probing its API, then show what happened.
     Demo(DemoArgs),
 }
 
@@ -90,7 +92,31 @@ pub struct ManifestsArgs {
 
 /// Arguments of `selfhost demo`.
 #[derive(Debug, Args)]
-pub struct DemoArgs {}
+pub struct DemoArgs {
+    /// Control-plane nodes of the simulated cluster (cp-1, cp-2, ...).
+    #[arg(long, default_value_t = 3)]
+    pub control_plane_nodes: usize,
+    /// The Kubernetes version the simulated cluster starts at.
+    #[arg(long, default_value = "v1.33.1")]
+    pub from: String,
+    /// The version to upgrade to (default: the next minor release after --from).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Pods ten times faster than real ones instead of five (a run of about ten seconds).
+    #[arg(long)]
+    pub fast: bool,
+    /// Also upgrade an identical cluster the way a user without selfhost would (`set image`
+    /// on each DaemonSet, then wait like `kubectl rollout status`), and compare.
+    #[arg(long)]
+    pub compare_naive: bool,
+    /// Write an HTML report of the upgrade (timeline, availability, steps) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Hand-overs as in a diagram (a connection only ever reaches a Ready apiserver) instead
+    /// of as real processes perform them.
+    #[arg(long)]
+    pub idealised: bool,
+}
 
 /// Arguments of `selfhost status`.
 #[derive(Debug, Args)]
@@ -155,6 +181,9 @@ pub struct ApplyArgs {
     /// On failure leave the backup serving instead of rolling back, and exit 4.
     #[arg(long)]
     pub no_rollback: bool,
+    /// Write an HTML report of the run (pods per node, API health, steps) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
     /// What the upgrade may do.
     #[command(flatten)]
     pub flags: UpgradeFlags,

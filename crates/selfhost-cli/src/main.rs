@@ -9,7 +9,7 @@ mod exit;
 mod progress;
 mod ui;
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -34,10 +34,11 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<Outcome, CliError> {
     match &cli.command {
         Command::Manifests(args) => commands::manifests::run(&cli.global, args),
-        Command::Demo(args) => commands::demo::run(&cli.global, args),
+        Command::Demo(args) => block_on(commands::demo::run(&cli.global, args)),
         Command::Status(args) => block_on(commands::status::run(&cli.global, args)),
         Command::Plan(args) => block_on(commands::plan::run(&cli.global, args)),
         Command::Apply(args) => block_on(commands::apply::run(&cli.global, args)),
+        Command::Convert(args) => block_on(commands::convert::run(&cli.global, args)),
         Command::Sim(args) => block_on(commands::sim::run(&cli.global, args)),
     }
 }
@@ -65,8 +66,12 @@ fn init_logging(verbose: u8) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // Colours only for a person at a terminal who has not asked for none (no-color.org).
+    let colour =
+        io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(io::stderr)
         .try_init();
 }

@@ -37,15 +37,19 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// Writes `text` to stdout; a closed stdout is reported as an error the caller treats as
-/// the reader's choice (see `main.rs`).
+/// Writes `text` to stdout. A stdout closed by its reader (`selfhost status | head -1`) is
+/// the reader's choice, not a failure: the command goes on to end with its own outcome, so
+/// that a refusal or a failed upgrade keeps its exit code.
 pub fn print(text: &str) -> anyhow::Result<()> {
     use anyhow::Context;
     let mut stdout = std::io::stdout().lock();
-    stdout
+    let written = stdout
         .write_all(text.as_bytes())
-        .context("writing to stdout")?;
-    stdout.flush().context("writing to stdout")
+        .and_then(|()| stdout.flush());
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
 }
 
 /// Writes one value as a single JSON line on stdout (`-o json` event streams).

@@ -5,6 +5,7 @@
 //! to the same target is already under way (our backup exists) is not required to have
 //! converged: `apply` resumes it.
 
+mod shape;
 #[cfg(test)]
 mod tests;
 
@@ -71,6 +72,9 @@ pub enum CheckId {
     VersionSkew,
     /// What the hand-over will cost, and whether it needs `--accept-downtime`.
     ExpectedDisruption,
+    /// Each DaemonSet still has the shape selfhost works with: its component's container,
+    /// kubeadm's selector, no containers the target would drop, no other manager.
+    DaemonSetShape,
     /// Every control-plane node can pull and run the target images (`--prepull`; see
     /// [`crate::prepull`]).
     ImagesPullable,
@@ -87,6 +91,7 @@ impl CheckId {
             CheckId::NoForeignBackup => "no-foreign-backup",
             CheckId::VersionSkew => "version-skew",
             CheckId::ExpectedDisruption => "expected-disruption",
+            CheckId::DaemonSetShape => "daemonset-shape",
             CheckId::ImagesPullable => "images-pullable",
         }
     }
@@ -167,6 +172,9 @@ pub fn preflight(cluster: &ClusterObservation, target: &PreflightTarget) -> Pref
     api_healthy(&mut report, cluster);
     for component in Component::ALL {
         daemonset(&mut report, cluster, target, component);
+        if let Some(obs) = cluster.component(component) {
+            shape::check(&mut report, obs, target);
+        }
     }
     nodes_ready(&mut report, cluster);
     for component in Component::ALL {

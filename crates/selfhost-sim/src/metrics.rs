@@ -1,5 +1,5 @@
 //! Request counters of the simulated apiserver, for tests that bound how many API calls an
-//! operation makes.
+//! operation makes, and for telling one client's requests from another's by user agent.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,9 +10,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// `update`, `patch`, `delete`, `deletecollection`) and resource (`daemonsets`,
 /// `pods/status`); other paths count under the lower-case HTTP method and the path
 /// (`get` `/readyz`).
+///
+/// Requests are also counted by the client's `User-Agent` header (the empty string when it
+/// sent none), so that a demo can tell its prober's requests from the tool's.
 #[derive(Clone, Default)]
 pub struct Metrics {
-    counts: Arc<Mutex<BTreeMap<(String, String), u64>>>,
+    counts: Arc<Mutex<Counts>>,
+}
+
+#[derive(Default)]
+struct Counts {
+    by_request: BTreeMap<(String, String), u64>,
+    by_agent: BTreeMap<String, u64>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -24,20 +33,28 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<(String, String), u64>> {
+    fn lock(&self) -> MutexGuard<'_, Counts> {
         self.counts.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn record(&self, verb: &str, resource: &str) {
-        *self
-            .lock()
+    pub(crate) fn record(&self, verb: &str, resource: &str, user_agent: &str) {
+        let mut counts = self.lock();
+        *counts
+            .by_request
             .entry((verb.to_string(), resource.to_string()))
             .or_default() += 1;
+        *counts.by_agent.entry(user_agent.to_string()).or_default() += 1;
+    }
+
+    /// Requests sent with this `User-Agent` (`""`: requests without one).
+    pub fn requests_from(&self, user_agent: &str) -> u64 {
+        self.lock().by_agent.get(user_agent).copied().unwrap_or(0)
     }
 
     /// Requests with this verb on this resource so far.
     pub fn requests(&self, verb: &str, resource: &str) -> u64 {
         self.lock()
+            .by_request
             .get(&(verb.to_string(), resource.to_string()))
             .copied()
             .unwrap_or(0)
@@ -46,6 +63,7 @@ impl Metrics {
     /// Requests on this resource, any verb.
     pub fn requests_for(&self, resource: &str) -> u64 {
         self.lock()
+            .by_request
             .iter()
             .filter(|((_, r), _)| r == resource)
             .map(|(_, n)| n)
@@ -54,17 +72,17 @@ impl Metrics {
 
     /// Every counter: `(verb, resource) → count`.
     pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
-        self.lock().clone()
+        self.lock().by_request.clone()
     }
 
     /// All requests counted.
     pub fn total(&self) -> u64 {
-        self.lock().values().sum()
+        self.lock().by_request.values().sum()
     }
 
     /// Sets every counter back to zero.
     pub fn reset(&self) {
-        self.lock().clear();
+        *self.lock() = Counts::default();
     }
 }
 
@@ -75,14 +93,18 @@ mod tests {
     #[test]
     fn counts_by_verb_and_resource() {
         let m = Metrics::default();
-        m.record("get", "pods");
-        m.record("get", "pods");
-        m.record("patch", "daemonsets");
+        m.record("get", "pods", "kubectl/v1.33.1");
+        m.record("get", "pods", "");
+        m.record("patch", "daemonsets", "kubectl/v1.33.1");
         assert_eq!(m.requests("get", "pods"), 2);
+        assert_eq!(m.requests_from("kubectl/v1.33.1"), 2);
+        assert_eq!(m.requests_from(""), 1);
+        assert_eq!(m.requests_from("other"), 0);
         assert_eq!(m.requests("list", "pods"), 0);
         assert_eq!(m.requests_for("daemonsets"), 1);
         assert_eq!(m.total(), 3);
         m.reset();
         assert_eq!(m.total(), 0);
+        assert_eq!(m.requests_from(""), 0);
     }
 }

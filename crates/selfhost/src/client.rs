@@ -18,6 +18,11 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 pub const PROBE_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connect timeout of both clients.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest response body either client accepts. kube-rs reads a whole answer into memory, so
+/// a server (or proxy) that sends an endless body would otherwise exhaust it. Every list the
+/// engine makes is filtered or paged to a few megabytes, and a watch is restarted by the
+/// server every few minutes, long before it streams this much.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Where the cluster connection comes from, as given on the command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -114,6 +119,17 @@ pub enum ClientError {
         /// What the parser said.
         detail: String,
     },
+    /// The kubeconfig defines no context at all: an empty file, or some other YAML.
+    #[error(
+        "the kubeconfig {path} defines no contexts{kind}: it is empty or not a kubeconfig; pass \
+         --kubeconfig with the cluster's kubeconfig (kubeadm writes /etc/kubernetes/admin.conf)"
+    )]
+    NoContexts {
+        /// The kubeconfig.
+        path: String,
+        /// ` (it is a <kind>)` when the file names another kind, else empty.
+        kind: String,
+    },
     /// `--context` names a context the kubeconfig does not have.
     #[error("context {context:?} is not in the kubeconfig {path}; it has: {available}")]
     UnknownContext {
@@ -184,6 +200,16 @@ pub async fn connect_with(
 ) -> Result<Clients, ClientError> {
     let described = source.describe();
     let kubeconfig = read_kubeconfig(source)?;
+    if kubeconfig.contexts.is_empty() {
+        let kind = match kubeconfig.kind.as_deref() {
+            Some(kind) if kind != "Config" => format!(" (it is a {kind}, not a Config)"),
+            _ => String::new(),
+        };
+        return Err(ClientError::NoContexts {
+            path: described,
+            kind,
+        });
+    }
     let available = kubeconfig
         .contexts
         .iter()
@@ -213,6 +239,11 @@ pub async fn connect_with(
             });
         }
     };
+    check_references(&kubeconfig, &context).map_err(|detail| ClientError::Context {
+        context: context.clone(),
+        path: described.clone(),
+        detail,
+    })?;
     let options = KubeConfigOptions {
         context: Some(context.clone()),
         ..KubeConfigOptions::default()
@@ -230,11 +261,16 @@ pub async fn connect_with(
         config.default_retry = false;
         config.connect_timeout = Some(CONNECT_TIMEOUT);
         config.read_timeout = read_timeout;
-        kube::Client::try_from(config).map_err(|e| ClientError::Context {
-            context: context.clone(),
-            path: described.clone(),
-            detail: e.to_string(),
-        })
+        let builder =
+            kube::client::ClientBuilder::try_from(config).map_err(|e| ClientError::Context {
+                context: context.clone(),
+                path: described.clone(),
+                detail: e.to_string(),
+            })?;
+        let limit = tower::util::MapResponseLayer::new(|response: http::Response<_>| {
+            response.map(|body| http_body_util::Limited::new(body, MAX_RESPONSE_BYTES))
+        });
+        Ok::<_, ClientError>(builder.with_layer(&limit).build())
     };
     // Watches are long-lived, so the API client has no read timeout; unary calls get an outer
     // deadline from the retry layer instead.
@@ -246,6 +282,33 @@ pub async fn connect_with(
         context,
         server,
     })
+}
+
+/// The cluster and user a context names must exist, as kubectl requires: kube-rs would
+/// connect anonymously for a missing user, and the API's refusal would hide the typo.
+fn check_references(kubeconfig: &Kubeconfig, context: &str) -> Result<(), String> {
+    let Some(named) = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+    else {
+        return Ok(());
+    };
+    if !kubeconfig.clusters.iter().any(|c| c.name == named.cluster) {
+        return Err(format!(
+            "it names cluster {:?}, which is not in the kubeconfig's clusters; fix the context's cluster",
+            named.cluster
+        ));
+    }
+    if let Some(user) = &named.user
+        && !kubeconfig.auth_infos.iter().any(|u| &u.name == user)
+    {
+        return Err(format!(
+            "it names user {user:?}, which is not in the kubeconfig's users; fix the context's user"
+        ));
+    }
+    Ok(())
 }
 
 fn read_kubeconfig(source: &KubeconfigSource) -> Result<Kubeconfig, ClientError> {

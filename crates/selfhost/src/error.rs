@@ -62,7 +62,12 @@ impl FailureKind {
                 _ => FailureKind::Other,
             },
             kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
-                if err.to_string().contains("timed out") || err.to_string().contains("Elapsed") {
+                if too_large(err) {
+                    // Asking again brings the same flood.
+                    FailureKind::Malformed
+                } else if err.to_string().contains("timed out")
+                    || err.to_string().contains("Elapsed")
+                {
                     FailureKind::Timeout
                 } else {
                     FailureKind::Transport
@@ -90,6 +95,18 @@ impl FailureKind {
     }
 }
 
+/// Whether the answer was cut off at [`crate::client::MAX_RESPONSE_BYTES`].
+fn too_large(err: &kube::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
 /// The `Retry-After` the server asked for, if any.
 pub fn retry_after(err: &kube::Error) -> Option<Duration> {
     match err {
@@ -111,6 +128,10 @@ pub fn describe(err: &kube::Error) -> String {
             format!("{} ({} {})", status.message, status.code, status.reason)
         }
         kube::Error::Api(status) => format!("HTTP {} {}", status.code, status.reason),
+        other if too_large(other) => format!(
+            "the answer was larger than {} MiB, far more than any request of selfhost needs",
+            crate::client::MAX_RESPONSE_BYTES / (1024 * 1024)
+        ),
         other => {
             let mut cause: &dyn std::error::Error = other;
             let mut text = other.to_string();

@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod client;
+pub mod convert;
 pub mod error;
 pub mod events;
 pub mod execute;
@@ -12,6 +13,7 @@ pub mod measure;
 pub mod observe;
 pub mod plan;
 pub mod prepull;
+pub mod record;
 pub mod retry;
 pub mod target;
 pub mod upgrade;

@@ -64,12 +64,12 @@ pub struct ViewTimeout {
     pub last_error: Option<String>,
 }
 
-struct Shared {
-    changes: watch::Sender<u64>,
-    last_error: Arc<Mutex<Option<String>>>,
+pub(crate) struct Shared {
+    pub(crate) changes: watch::Sender<u64>,
+    pub(crate) last_error: Arc<Mutex<Option<String>>>,
 }
 
-fn spawn_reflector<K>(
+pub(crate) fn spawn_reflector<K>(
     api: Api<K>,
     config: watcher::Config,
     shared: &Arc<Shared>,

@@ -1,6 +1,7 @@
 //! `selfhost apply <VERSION>`: plan, confirm, then the pivot of every component, with
 //! progress on stderr (or JSON events on stdout with `-o json`) and the exit codes of
-//! DESIGN.md §2. Ctrl-C stops at the next safe point and prints the command that resumes.
+//! DESIGN.md §2. Ctrl-C (SIGINT) or SIGTERM stops at the next safe point and prints the
+//! command that resumes.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
@@ -19,6 +20,8 @@ use crate::args::{ApplyArgs, GlobalArgs, OutputFormat};
 use crate::exit::{CliError, Outcome};
 use crate::progress::Progress;
 use crate::ui;
+
+use super::trace::RunTrace;
 
 /// The command that continues this run, for messages.
 fn resume_command(args: &ApplyArgs) -> String {
@@ -117,8 +120,20 @@ fn confirm(target: &str) -> Result<bool, CliError> {
     ))
 }
 
-/// Runs the upgrade.
+/// Runs the upgrade, and writes the report if `--report` asks for one.
 pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliError> {
+    let mut trace = RunTrace::new(args.report.is_some(), true);
+    let result = run_traced(global, args, &mut trace).await;
+    super::trace::write_apply_report(args, trace).await;
+    result
+}
+
+/// Runs the upgrade, leaving its events, result and recording in `trace`.
+pub async fn run_traced(
+    global: &GlobalArgs,
+    args: &ApplyArgs,
+    trace: &mut RunTrace,
+) -> Result<Outcome, CliError> {
     let request = super::plan::request(&args.target, args.config.as_ref(), &args.flags)?;
     let deadline = match &args.timeout {
         Some(text) => humantime::parse_duration(text).map_err(|e| {
@@ -136,6 +151,7 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     }
     let json = global.output == OutputFormat::Json;
     let (clients, mut observer) = super::cluster::connect(global).await?;
+    trace.connected(&clients);
     let policy = RetryPolicy::default();
     let (mut plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
         .await
@@ -184,16 +200,16 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     let signal_cancel = cancel.clone();
     let progress = Progress::stderr();
     let signal_progress = progress.clone();
+    let mut stops = super::signals::StopSignals::listen();
     let signals = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            signal_progress.line(
-                "stopping at the next safe point (press Ctrl-C again to abandon the run at once)...",
-            );
-            signal_cancel.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(i32::from(Outcome::NotRestored.code()));
-            }
-        }
+        let stop = stops.next().await;
+        signal_progress.line(&format!(
+            "{stop}: stopping at the next safe point (signal again to abandon the run at once)..."
+        ));
+        signal_cancel.cancel();
+        stops.next().await;
+        signal_progress.finish();
+        std::process::exit(i32::from(Outcome::NotRestored.code()));
     });
     if prepull {
         // `--timeout` bounds the prepull too when given.
@@ -217,7 +233,9 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     let shown = progress.clone();
     let printer = tokio::spawn(async move {
         // Programs get every event; people get the progress display of progress.rs.
+        let mut seen = Vec::new();
         while let Some(event) = receiver.recv().await {
+            seen.push(event.clone());
             if json {
                 let _ = ui::json_line(&event);
                 continue;
@@ -225,6 +243,7 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
             shown.event(&event, render(&event));
         }
         shown.finish();
+        seen
     });
     let options = ApplyOptions {
         pivot: PivotOptions {
@@ -240,6 +259,7 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
         },
         resume_command: resume_command(args),
     };
+    trace.engine_starting();
     let events = Events::to(sender);
     let result = apply(
         &mut observer,
@@ -251,8 +271,11 @@ pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliEr
     )
     .await;
     drop(events);
-    let _ = printer.await;
+    trace.events = printer.await.unwrap_or_default();
     signals.abort();
+    if let Ok(report) = &result {
+        trace.finished(report);
+    }
     let report = result.map_err(|e| CliError {
         outcome: Outcome::NotRestored,
         error: anyhow!(e).context(format!(

@@ -3,15 +3,28 @@
 use std::time::Duration;
 
 use anyhow::anyhow;
-use selfhost::health;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::Api;
+use kube::api::ListParams;
 use selfhost::observe::Observer;
-use selfhost::{ClientArgs, Clients};
+use selfhost::{ClientArgs, Clients, FailureKind, RetryPolicy, health, with_retries};
+use selfhost_core::component::NAMESPACE;
 
 use crate::args::GlobalArgs;
 use crate::exit::{CliError, Outcome};
 
 /// How long the first list of the control-plane objects may take.
 const FIRST_LIST: Duration = Duration::from_secs(30);
+
+/// The first API request is retried only briefly: a server that cannot answer one small list
+/// within this is reported as it is, instead of after the engine's longer patience.
+const FIRST_REQUEST: RetryPolicy = RetryPolicy {
+    first_delay: Duration::from_millis(200),
+    max_delay: Duration::from_secs(2),
+    max_attempts: 4,
+    attempt_timeout: Duration::from_secs(10),
+    deadline: Duration::from_secs(20),
+};
 
 /// Connects as kubectl would, checks the API answers, and starts watching it.
 pub async fn connect(global: &GlobalArgs) -> Result<(Clients, Observer), CliError> {
@@ -26,21 +39,109 @@ pub async fn connect(global: &GlobalArgs) -> Result<(Clients, Observer), CliErro
     // instead of after the watches' retries.
     let ready = health::readyz(&clients.probe).await;
     if !ready.healthy && ready.checks.is_empty() {
-        return Err(CliError {
-            outcome: Outcome::Refused,
-            error: anyhow!(
-                "cannot reach the API server {} (context {}): {}; check that the cluster is up and that \
-                 the kubeconfig points at it",
-                clients.server,
-                clients.context,
-                ready.problem.unwrap_or_default()
-            ),
-        });
+        return Err(unreachable(&clients, &ready.problem.unwrap_or_default()));
+    }
+    // Then one small authenticated request, so that refused credentials, a missing
+    // permission or a server that does not speak the Kubernetes API are named for what they
+    // are (the health endpoints answer anonymous clients, and the watches would only retry).
+    let daemonsets: Api<DaemonSet> = Api::namespaced(clients.api.clone(), NAMESPACE);
+    let first = ListParams::default().limit(1);
+    if let Err(error) = with_retries(
+        &format!("list DaemonSets in {NAMESPACE}"),
+        &FIRST_REQUEST,
+        || daemonsets.list(&first),
+    )
+    .await
+    {
+        return Err(first_request_failed(&clients, error));
     }
     let observer = Observer::start(&clients);
     observer.ready(FIRST_LIST).await.map_err(|e| CliError {
         outcome: Outcome::Refused,
-        error: e.into(),
+        error: anyhow!(
+            "{e}; the API server {} answers but too slowly to work with: check its health \
+             (`kubectl get --raw '/readyz?verbose'`) and try again",
+            clients.server
+        ),
     })?;
     Ok((clients, observer))
+}
+
+/// Refused credentials are a kubeconfig to fix (exit 2); anything else is a cluster that is
+/// not fit to work with (exit 3). Either way nothing was changed.
+fn credentials_refused(clients: &Clients) -> CliError {
+    CliError::bad_input(anyhow!(
+        "the API server {} refused the credentials of context {} (401 Unauthorized): the token \
+         or client certificate in the kubeconfig is invalid or has expired; get a fresh \
+         kubeconfig (kubeadm writes /etc/kubernetes/admin.conf) or log in again",
+        clients.server,
+        clients.context
+    ))
+}
+
+fn refused(error: anyhow::Error) -> CliError {
+    CliError {
+        outcome: Outcome::Refused,
+        error,
+    }
+}
+
+/// The health probe got no answer worth the name: say why in the user's terms.
+fn unreachable(clients: &Clients, problem: &str) -> CliError {
+    let (server, context) = (&clients.server, &clients.context);
+    if problem.starts_with("HTTP 401") {
+        return credentials_refused(clients);
+    }
+    let tls = [
+        "certificate",
+        "UnknownIssuer",
+        "BadSignature",
+        "NotValidForName",
+    ];
+    if tls.iter().any(|t| problem.contains(t)) {
+        return CliError::bad_input(anyhow!(
+            "cannot verify the API server {server} (context {context}): {problem}; its TLS \
+             certificate is not signed by the certificate authority the kubeconfig names \
+             (certificate-authority-data of the context's cluster): use the cluster's own CA, \
+             as in /etc/kubernetes/admin.conf"
+        ));
+    }
+    let hint = if problem.contains("invalid HTTP version") || problem.contains("HTTP/0.9") {
+        "the server does not answer plain HTTP; if it serves HTTPS, write https:// in the \
+         kubeconfig's server address"
+    } else if problem.contains("timed out") || problem.contains("elapsed") {
+        "it accepts connections but does not answer; check that it is a kube-apiserver and \
+         that it is not overloaded"
+    } else {
+        "check that the cluster is up and that the kubeconfig points at it"
+    };
+    refused(anyhow!(
+        "cannot reach the API server {server} (context {context}): {problem}; {hint}"
+    ))
+}
+
+/// The first API request failed for good.
+fn first_request_failed(clients: &Clients, error: selfhost::ApiCallError) -> CliError {
+    let server = &clients.server;
+    match error.kind {
+        FailureKind::Unauthorized => credentials_refused(clients),
+        FailureKind::Forbidden => refused(anyhow!(
+            "{error}: the credentials of context {} may not list DaemonSets in {NAMESPACE}; \
+             selfhost needs to read and update the control-plane DaemonSets there (bind the \
+             user to a role that allows it)",
+            clients.context
+        )),
+        FailureKind::Malformed | FailureKind::NotFound | FailureKind::Other => refused(anyhow!(
+            "{error}: {server} does not answer as a Kubernetes API server; check that the \
+             kubeconfig's server address is the kube-apiserver and not a proxy or web page"
+        )),
+        FailureKind::Timeout => refused(anyhow!(
+            "{error}: the API server {server} accepts requests but does not answer them; check \
+             its health (`kubectl get --raw '/readyz?verbose'`) and try again"
+        )),
+        _ => refused(anyhow!(
+            "{error}; the API server {server} is not fit to work with: check its health \
+             (`kubectl get --raw '/readyz?verbose'`) and try again"
+        )),
+    }
 }

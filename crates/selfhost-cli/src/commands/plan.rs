@@ -179,7 +179,7 @@ pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliErr
     if super::prepull::skip_unless_requested(&mut plan, args.flags.prepull) {
         let progress = Progress::stderr();
         let cancel = CancellationToken::new();
-        let signals = super::prepull::cancel_on_ctrl_c(&cancel, &progress);
+        let signals = super::prepull::cancel_on_stop(&cancel, &progress);
         let on = super::prepull::Cluster {
             client: &clients.api,
             cancel: &cancel,

@@ -189,21 +189,20 @@ pub async fn run(
     Ok(())
 }
 
-/// Cancels `cancel` at the first Ctrl-C, so that the prepull stops and removes its
-/// DaemonSets; a second Ctrl-C exits at once (exit 4: they may be left behind).
-pub fn cancel_on_ctrl_c(cancel: &CancellationToken, progress: &Progress) -> JoinHandle<()> {
+/// Cancels `cancel` at the first Ctrl-C or SIGTERM, so that the prepull stops and removes its
+/// DaemonSets; a second signal exits at once (exit 4: they may be left behind).
+pub fn cancel_on_stop(cancel: &CancellationToken, progress: &Progress) -> JoinHandle<()> {
     let cancel = cancel.clone();
     let progress = progress.clone();
+    let mut stops = super::signals::StopSignals::listen();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            progress.line(
-                "stopping: removing the prepull DaemonSets (press Ctrl-C again to leave them)...",
-            );
-            cancel.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                progress.finish();
-                std::process::exit(i32::from(Outcome::NotRestored.code()));
-            }
-        }
+        let stop = stops.next().await;
+        progress.line(&format!(
+            "{stop}: stopping: removing the prepull DaemonSets (signal again to leave them)..."
+        ));
+        cancel.cancel();
+        stops.next().await;
+        progress.finish();
+        std::process::exit(i32::from(Outcome::NotRestored.code()));
     })
 }

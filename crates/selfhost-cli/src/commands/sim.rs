@@ -81,34 +81,11 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
     stdout.flush().context("writing to stdout")?;
     drop(stdout);
 
-    wait_for_stop().await;
+    super::signals::StopSignals::listen().next().await;
     cluster.shutdown().await;
     Ok(Outcome::Done)
 }
 
 fn next_minor(version: &selfhost_core::KubeVersion) -> String {
     format!("v{}.{}.0", version.major(), version.minor() + 1)
-}
-
-/// Returns on SIGINT (Ctrl-C) or SIGTERM.
-async fn wait_for_stop() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

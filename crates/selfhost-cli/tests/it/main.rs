@@ -1,15 +1,21 @@
 //! Black-box tests of the `selfhost` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is a failed test
 
+mod convert;
+mod demo;
+mod hostile;
 mod kubectl_apply;
 mod manifests;
 mod preflight;
 mod prepull;
 mod progress;
+mod report;
 mod resume;
+mod signals;
 mod sim_command;
 mod sim_fidelity;
 mod summary;
+mod terminals;
 mod usage;
 
 use assert_cmd::Command;

@@ -11,23 +11,24 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
 use selfhost_sim::bootstrap::BootstrapMode;
-use selfhost_sim::controllers::kubelet::ImageBehaviour;
 use selfhost_sim::{SimCluster, SimTimings};
 
 /// The pause image the prepull pods of a v1.34 target run.
 const PAUSE: &str = "registry.k8s.io/pause:3.10.1";
 
+/// A self-hosted cluster; without `with_pause` its registry lacks the `pause` images (which
+/// real registries, and the simulator's by default, have).
 pub async fn cluster(nodes: usize, with_pause: bool) -> SimCluster {
-    let mut builder = SimCluster::builder()
+    SimCluster::builder()
         .control_plane_nodes(nodes)
         .version("v1.33.1")
         .mode(BootstrapMode::SelfHosted)
         .port_sharing(true)
-        .timings(SimTimings::fast());
-    if with_pause {
-        builder = builder.image(PAUSE, ImageBehaviour::default());
-    }
-    builder.start().await.expect("cluster starts")
+        .timings(SimTimings::fast())
+        .pause_images(with_pause)
+        .start()
+        .await
+        .expect("cluster starts")
 }
 
 async fn selfhost(sim: &SimCluster, args: &[&str]) -> Output {

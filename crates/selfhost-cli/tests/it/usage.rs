@@ -62,12 +62,3 @@ fn usage_errors_exit_2_and_say_what_to_do() {
             .stderr(predicate::str::contains(*says));
     }
 }
-
-#[test]
-fn demo_exits_0_and_says_what_this_build_can_do() {
-    selfhost()
-        .arg("demo")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("selfhost manifests"));
-}

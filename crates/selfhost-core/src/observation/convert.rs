@@ -44,6 +44,8 @@ impl DaemonSetObservation {
                 .and_then(|g| g.trim().parse().ok()),
             current_revision_hash: None,
             annotations,
+            labels: meta.labels.clone().unwrap_or_default(),
+            selector: spec.selector.match_labels.clone().unwrap_or_default(),
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
             deleting_since: meta.deletion_timestamp.as_ref().map(|t| t.0),
             template: spec.template,

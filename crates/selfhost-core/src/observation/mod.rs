@@ -108,6 +108,10 @@ pub struct DaemonSetObservation {
     pub current_revision_hash: Option<String>,
     /// Its annotations (ours live under `selfhost.dev/`).
     pub annotations: BTreeMap<String, String>,
+    /// Its own labels (another tool that manages it says so there).
+    pub labels: BTreeMap<String, String>,
+    /// `spec.selector.matchLabels`: how it finds its pods.
+    pub selector: BTreeMap<String, String>,
     /// When it was created.
     pub created: Option<Timestamp>,
     /// When its deletion was requested; a DaemonSet deleted in the foreground stays until its

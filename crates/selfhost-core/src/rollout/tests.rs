@@ -16,6 +16,8 @@ fn ds(generation: i64, status: DaemonSetCounters) -> DaemonSetObservation {
         template_generation: Some(generation),
         current_revision_hash: None,
         annotations: Default::default(),
+        labels: Default::default(),
+        selector: Default::default(),
         created: None,
         deleting_since: None,
         template: PodTemplateSpec::default(),

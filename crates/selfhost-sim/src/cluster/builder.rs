@@ -18,7 +18,8 @@ use crate::controllers::kubelet::ImageBehaviour;
 ///
 /// Defaults: one control-plane node, no worker, `v1.33.2`, kubeadm's static pods, no port
 /// sharing, [`SimTimings::fast`], the self-hosting model on, plain HTTP on a free port, a
-/// kubeconfig in a temporary directory, control-plane images v1.29.0–v1.37.9, the garbage
+/// kubeconfig in a temporary directory, control-plane images v1.29.0–v1.37.9 and the `pause`
+/// images (`registry.k8s.io/pause:3.9`, `3.10`, `3.10.1`), the garbage
 /// collector on, Lease-based leader election with no Lease released on stop (as v1.20 did),
 /// identity Leases from apiservers of v1.26 and later.
 #[derive(Debug, Clone)]
@@ -36,6 +37,7 @@ pub struct SimClusterBuilder {
     pub(crate) registry_minors: RangeInclusive<u32>,
     pub(crate) registry_max_patch: u32,
     pub(crate) images: Vec<(String, ImageBehaviour)>,
+    pub(crate) pause_images: bool,
     pub(crate) garbage_collector: bool,
     pub(crate) history_limit: usize,
     pub(crate) bootstrap_timeout: Duration,
@@ -64,6 +66,7 @@ impl Default for SimClusterBuilder {
             registry_minors: 29..=37,
             registry_max_patch: 9,
             images: Vec::new(),
+            pause_images: true,
             garbage_collector: true,
             history_limit: crate::store::StoreOptions::default().history_limit,
             bootstrap_timeout: Duration::from_secs(60),
@@ -151,6 +154,14 @@ impl SimClusterBuilder {
     /// Adds an image to the registry with its behaviour (or changes a known image's).
     pub fn image(mut self, image: &str, behaviour: ImageBehaviour) -> Self {
         self.images.push((image.to_string(), behaviour));
+        self
+    }
+
+    /// Whether the registry has the `pause` images real nodes use as their sandbox image
+    /// ([`crate::controllers::kubelet::PAUSE_IMAGES`]; on by default). Off, pulling them fails
+    /// as any unknown image does.
+    pub fn pause_images(mut self, on: bool) -> Self {
+        self.pause_images = on;
         self
     }
 

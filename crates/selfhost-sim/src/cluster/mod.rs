@@ -77,7 +77,7 @@ pub use model::{
     AnyReadyApiserver, ApiBackend, ApiServing, ControlPlaneSnapshot, FirstReadyProcess,
     LeaderPolicy, Leadership, NodeContainers, ProcessRef, Role, ServingPolicy,
 };
-pub use prober::{ProbeReport, ProbeSample, ProbeSeries, Prober, ProberOptions};
+pub use prober::{PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries, Prober, ProberOptions};
 pub use recorder::{ApiSample, AvailabilityRecorder, PodSample};
 pub use registry::RegistryHandle;
 pub use timings::SimTimings;
@@ -294,7 +294,8 @@ impl SimCluster {
     }
 
     /// Starts a prober against this cluster's API (see [`Prober`]), with a client that does
-    /// not retry and gives up after `options.timeout`.
+    /// not retry and gives up after `options.timeout`, and that sends the user agent
+    /// [`PROBER_USER_AGENT`] so that its requests can be told apart in [`Metrics`].
     ///
     /// # Errors
     /// The kubeconfig cannot be turned into a client.
@@ -306,6 +307,10 @@ impl SimCluster {
                 c.connect_timeout = Some(timeout);
                 c.read_timeout = Some(timeout);
                 c.write_timeout = Some(timeout);
+                c.headers.push((
+                    http::header::USER_AGENT,
+                    http::HeaderValue::from_static(PROBER_USER_AGENT),
+                ));
             })
             .await?;
         Ok(Prober::start(client, options))

@@ -15,6 +15,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// The `User-Agent` of the probers [`SimCluster::prober`](super::SimCluster::prober) starts.
+pub const PROBER_USER_AGENT: &str = "selfhost-sim-prober";
+
 /// What and how often to probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProberOptions {

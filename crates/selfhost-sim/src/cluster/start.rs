@@ -185,6 +185,9 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
                 .map_err(invalid)?;
         }
     }
+    if b.pause_images {
+        registry.add_pause_images();
+    }
     for (image, behaviour) in &b.images {
         registry
             .set_behaviour(image, behaviour.clone())

@@ -176,11 +176,16 @@ async fn handle(
         Ok(api::path::ApiPath::Resource(r)) => (Some(r.verb), Some(r.resource_name())),
         _ => (None, None),
     };
+    let user_agent = req
+        .headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     match (verb, &resource) {
-        (Some(v), Some(r)) => core.metrics.record(v.as_str(), r),
+        (Some(v), Some(r)) => core.metrics.record(v.as_str(), r, user_agent),
         _ => core
             .metrics
-            .record(&method.as_str().to_ascii_lowercase(), &path),
+            .record(&method.as_str().to_ascii_lowercase(), &path, user_agent),
     }
     if let Some(token) = &core.token
         && !is_public(&path)

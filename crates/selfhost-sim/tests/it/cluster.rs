@@ -7,6 +7,7 @@ mod bootstrap;
 mod daemonset;
 mod gc;
 mod handover;
+mod init_containers;
 mod kubectl;
 mod kubelet;
 mod model;

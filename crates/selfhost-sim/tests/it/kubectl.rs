@@ -6,6 +6,7 @@
 //! user's `~/.kube` is never read or written, and with a deadline.
 
 mod generators;
+mod init_containers;
 mod inspect;
 mod reads;
 mod validation;

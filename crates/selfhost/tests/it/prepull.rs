@@ -27,17 +27,18 @@ const TO: &str = "v1.34.0";
 /// The pause image kubeadm pairs with v1.34 (see `selfhost_core::prepull::pause_image`).
 const PAUSE: &str = "registry.k8s.io/pause:3.10.1";
 
-async fn cluster(nodes: usize, with_pause: bool) -> SimCluster {
-    let mut builder = SimCluster::builder()
+/// A self-hosted cluster whose registry has the v1.34 images and, as real registries do, the
+/// `pause` images.
+async fn cluster(nodes: usize) -> SimCluster {
+    SimCluster::builder()
         .control_plane_nodes(nodes)
         .version(FROM)
         .mode(BootstrapMode::SelfHosted)
         .port_sharing(true)
-        .timings(SimTimings::scaled(100));
-    if with_pause {
-        builder = builder.image(PAUSE, ImageBehaviour::default());
-    }
-    builder.start().await.expect("cluster starts")
+        .timings(SimTimings::scaled(100))
+        .start()
+        .await
+        .expect("cluster starts")
 }
 
 async fn plan(sim: &SimCluster) -> (selfhost::Clients, Plan, Targets) {
@@ -139,7 +140,7 @@ async fn run(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pullable_images_pass_on_every_node_and_nothing_is_left_behind() {
-    let sim = cluster(3, true).await;
+    let sim = cluster(3).await;
     let (clients, mut plan, targets) = plan(&sim).await;
     let (outcome, progress) = run(&clients, &plan, &targets).await;
 
@@ -167,10 +168,10 @@ async fn pullable_images_pass_on_every_node_and_nothing_is_left_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_a_node_cannot_pull_is_refused_by_image_and_node_and_nothing_else_changes() {
-    // No pause image in this registry: the prepull pods cannot start on any node. (The sim
-    // does not run init containers, so this is how a pull failure reaches it today; the
-    // judge reads init and regular containers alike.)
-    let sim = cluster(2, false).await;
+    // The target images pull and run, but no node can pull the pause image that holds the
+    // prepull pods: the failure is the pause container's, on every node.
+    let sim = cluster(2).await;
+    sim.registry().make_unpullable(PAUSE);
     let (clients, mut plan, targets) = plan(&sim).await;
     let before = kube_system(&clients.api).await;
     let (outcome, _) = run(&clients, &plan, &targets).await;
@@ -212,7 +213,7 @@ async fn an_image_a_node_cannot_pull_is_refused_by_image_and_node_and_nothing_el
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leftover_of_an_interrupted_run_is_replaced_and_removed() {
-    let sim = cluster(1, true).await;
+    let sim = cluster(1).await;
     let (clients, plan, targets) = plan(&sim).await;
     // A prepull DaemonSet as a killed run leaves it: same name, an older image.
     let images = images_to_prepull(&plan, &targets);
@@ -237,7 +238,7 @@ async fn a_leftover_of_an_interrupted_run_is_replaced_and_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_prepull_leaves_nothing_behind() {
-    let sim = cluster(1, true).await;
+    let sim = cluster(1).await;
     let (clients, plan, targets) = plan(&sim).await;
     let images = images_to_prepull(&plan, &targets);
     let cancel = CancellationToken::new();
@@ -263,22 +264,40 @@ async fn an_interrupted_prepull_leaves_nothing_behind() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the simulator does not run init containers yet: the target image is never pulled there"]
 async fn an_unpullable_target_image_is_refused_by_image_and_node() {
-    let sim = cluster(2, true).await;
-    sim.registry()
-        .make_unpullable("registry.k8s.io/kube-scheduler:v1.34.0");
-    let (clients, plan, targets) = plan(&sim).await;
+    // The init container pulls the target image: the kubelet's pull error names it.
+    let scheduler = "registry.k8s.io/kube-scheduler:v1.34.0";
+    let sim = cluster(2).await;
+    sim.registry().make_unpullable(scheduler);
+    let (clients, mut plan, targets) = plan(&sim).await;
     let (outcome, _) = run(&clients, &plan, &targets).await;
     let PrepullOutcome::Failed { failures } = &outcome else {
         panic!("expected a refusal, got {outcome:#?}");
     };
-    assert!(
-        failures
-            .iter()
-            .all(|f| f.image == "registry.k8s.io/kube-scheduler:v1.34.0"),
-        "{failures:#?}"
-    );
+    assert!(!failures.is_empty());
+    for failure in failures {
+        assert_eq!(failure.image, scheduler, "{failure:?}");
+        assert!(
+            ["cp-1", "cp-2"].contains(&failure.node.as_str()),
+            "{failure:?}"
+        );
+        assert!(
+            ["ErrImagePull", "ImagePullBackOff"].contains(&failure.reason.as_str()),
+            "{failure:?}"
+        );
+        assert!(
+            failure
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains(scheduler) && m.contains("not found")),
+            "the registry's words: {failure:?}"
+        );
+    }
+    record(&mut plan, &outcome);
+    let check = plan.preflight.checks.last().expect("a check");
+    assert_eq!(check.verdict, Verdict::Fail);
+    assert!(check.message.contains(scheduler), "{}", check.message);
+    assert!(!plan.proceeds);
     assert_eq!(leftovers(&clients.api).await, Vec::<String>::new());
     sim.shutdown().await;
 }

@@ -133,6 +133,8 @@ impl World {
             template_generation: Some(1),
             current_revision_hash: None,
             annotations,
+            labels: self_hosted_labels(component),
+            selector: self_hosted_labels(component),
             created: Some(t(-7200)),
             deleting_since: None,
             template: template(component, OLD, true),

@@ -116,7 +116,9 @@ impl Kubelet {
         self.pods.keys().map(String::as_str)
     }
 
-    /// Every container of every pod on the node, with its process and readiness.
+    /// Every container of every pod on the node, with its process and readiness. Init
+    /// containers are not listed: they run before the pod's components and serve nothing (a
+    /// completed `kube-apiserver --version` is no apiserver).
     pub fn containers(&self) -> Vec<ContainerView> {
         let mut views = Vec::new();
         for worker in self.pods.values() {
@@ -134,7 +136,9 @@ impl Kubelet {
                     process,
                     identity: running.map(|p| p.identity.clone()),
                     started_at: running.map(|p| p.started_at),
-                    listening_since: running.and_then(|p| {
+                    // A one-shot invocation (`--version`) never serves, so it never counts
+                    // as a component that opened its ports (it would join leader election).
+                    listening_since: running.filter(|_| !c.one_shot).and_then(|p| {
                         p.listening_since
                             .or_else(|| p.claim.ports.is_empty().then_some(p.started_at))
                     }),

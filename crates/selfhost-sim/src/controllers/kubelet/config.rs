@@ -18,6 +18,9 @@ pub struct Timings {
     pub ready: Duration,
     /// From SIGTERM until a well-behaved process exits (an image may override it).
     pub stop: Duration,
+    /// How long a one-shot invocation (`<binary> --version`, `true`) runs before it exits:
+    /// the rule is in `process.rs`, `one_shot_exit`.
+    pub one_shot: Duration,
     /// How long a failed pull shows `ErrImagePull` before `ImagePullBackOff`.
     pub pull_error_hold: Duration,
     /// Restart back-off of exited containers (`CrashLoopBackOff`).
@@ -46,6 +49,7 @@ impl Timings {
             start: Duration::from_millis(500),
             ready: Duration::from_millis(3_500),
             stop: Duration::from_secs(1),
+            one_shot: Duration::from_millis(100),
             pull_error_hold: Duration::from_secs(2),
             crash_loop: BackoffPolicy::kubelet_crash_loop(),
             image_pull: BackoffPolicy::kubelet_image_pull(),
@@ -84,6 +88,7 @@ impl Timings {
             start: d(self.start),
             ready: d(self.ready),
             stop: d(self.stop),
+            one_shot: d(self.one_shot),
             pull_error_hold: d(self.pull_error_hold),
             crash_loop: b(self.crash_loop),
             image_pull: b(self.image_pull),
@@ -103,6 +108,7 @@ impl Timings {
             start: Duration::ZERO,
             ready: Duration::ZERO,
             stop: Duration::ZERO,
+            one_shot: Duration::ZERO,
             pull_error_hold: Duration::ZERO,
             ..Self::fast()
         }

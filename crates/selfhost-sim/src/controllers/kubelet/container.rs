@@ -1,6 +1,10 @@
 //! One container's life on the node: image pull (and pull back-off), create, run, exit,
 //! restart under the kubelet's crash-loop back-off, stop on pod deletion.
 //!
+//! An init container lives the same life with two differences: once it exits 0 it is done for
+//! good, whatever the pod's restart policy (a failure restarts it unless the policy is
+//! `Never`); and it has no readiness — the pod worker runs the next one when it completes.
+//!
 //! Every transition has a time; the pod worker asks [`ContainerMachine::next_event`] and calls
 //! [`ContainerMachine::step`] at exactly that time, so statuses carry the instants things
 //! happened, whatever the wiring's tick.
@@ -8,7 +12,6 @@
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::jiff::Timestamp;
 
-use super::duration_text::go_duration;
 use super::images::{ImageBehaviour, ImageRef, InvalidImageName, Registry};
 use super::process::{ProcessId, stable_hex};
 use super::report::{KubeletEvent, PodRef};
@@ -92,6 +95,10 @@ pub(crate) struct ContainerMachine {
     pub ready: bool,
     pub recheck_at: Option<Timestamp>,
     pub stopping: bool,
+    /// One of `spec.initContainers`.
+    pub init: bool,
+    /// Its current (or last) process is a one-shot invocation: no ports, no readiness.
+    pub one_shot: bool,
 }
 
 impl ContainerMachine {
@@ -110,10 +117,20 @@ impl ContainerMachine {
             ready: false,
             recheck_at: None,
             stopping: false,
+            init: false,
+            one_shot: false,
         }
     }
 
-    fn image_text(&self) -> &str {
+    /// One of the pod's init containers.
+    pub fn new_init(spec: &Container) -> Self {
+        ContainerMachine {
+            init: true,
+            ..Self::new(spec)
+        }
+    }
+
+    pub(super) fn image_text(&self) -> &str {
         self.spec.image.as_deref().unwrap_or_default()
     }
 
@@ -121,7 +138,7 @@ impl ContainerMachine {
         format!("{}/{}", ctx.pod.uid, self.spec.name)
     }
 
-    fn event(
+    pub(super) fn event(
         &self,
         rt: &mut NodeRuntime,
         ctx: &PodContext<'_>,
@@ -137,16 +154,6 @@ impl ContainerMachine {
             message,
             at,
         });
-    }
-
-    fn pull_policy(&self) -> &str {
-        match self.spec.image_pull_policy.as_deref() {
-            Some(policy) => policy,
-            None => match &self.image {
-                Ok(image) if image.tag.as_deref() == Some("latest") => "Always",
-                _ => "IfNotPresent",
-            },
-        }
     }
 
     /// The sandbox is ready (or the container restarts): pull if needed, then create.
@@ -201,27 +208,7 @@ impl ContainerMachine {
         }
     }
 
-    fn pull(
-        &mut self,
-        at: Timestamp,
-        rt: &mut NodeRuntime,
-        registry: &Registry,
-        image: &ImageRef,
-        ctx: &PodContext<'_>,
-    ) {
-        let delay = registry
-            .lookup(image)
-            .and_then(|b| b.pull_delay)
-            .unwrap_or(rt.timings.pull);
-        self.stage = Stage::Pulling {
-            since: at,
-            until: clock::after(at, delay),
-        };
-        let message = format!("Pulling image \"{}\"", self.image_text());
-        self.event(rt, ctx, at, false, "Pulling", message);
-    }
-
-    fn create(&mut self, at: Timestamp, rt: &NodeRuntime) {
+    pub(super) fn create(&mut self, at: Timestamp, rt: &NodeRuntime) {
         let delay = rt.timings.start + self.behaviour.extra_start_delay;
         self.stage = Stage::Creating {
             until: clock::after(at, delay),
@@ -308,63 +295,6 @@ impl ContainerMachine {
         }
     }
 
-    fn finish_pull(
-        &mut self,
-        since: Timestamp,
-        at: Timestamp,
-        rt: &mut NodeRuntime,
-        registry: &Registry,
-        ctx: &PodContext<'_>,
-    ) {
-        let Ok(image) = self.image.clone() else {
-            return;
-        };
-        match registry.lookup(&image) {
-            Some(behaviour) => {
-                self.behaviour = behaviour.clone();
-                rt.images.insert(image.clone());
-                rt.pull_backoff.reset(&image.to_string());
-                self.image_id = Some(format!(
-                    "{}/{}@{}",
-                    image.registry,
-                    image.repository,
-                    Registry::digest(&image)
-                ));
-                let message = format!(
-                    "Successfully pulled image \"{}\" in {}",
-                    self.image_text(),
-                    go_duration(clock::elapsed(since, at))
-                );
-                self.event(rt, ctx, at, false, "Pulled", message);
-                self.create(at, rt);
-            }
-            None => {
-                let key = image.to_string();
-                rt.pull_backoff.step(&key, at, at);
-                let retry_at = rt.pull_backoff.window_end(&key, at).unwrap_or(at);
-                let message = format!(
-                    "rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": \
-                     failed to resolve reference \"{image}\": {image}: not found"
-                );
-                self.event(
-                    rt,
-                    ctx,
-                    at,
-                    true,
-                    "Failed",
-                    format!("Failed to pull image \"{}\": {message}", self.image_text()),
-                );
-                self.event(rt, ctx, at, true, "Failed", "Error: ErrImagePull".into());
-                self.stage = Stage::PullFailed {
-                    at,
-                    retry_at,
-                    message,
-                    backing_off: false,
-                };
-            }
-        }
-    }
-
     fn start(&mut self, at: Timestamp, rt: &mut NodeRuntime, ctx: &PodContext<'_>) {
         if self.stopping {
             self.stage = Stage::Done;
@@ -386,6 +316,7 @@ impl ContainerMachine {
             "Created",
             format!("Created container: {}", self.spec.name),
         );
+        self.one_shot = NodeRuntime::one_shot(&self.spec, &self.behaviour).is_some();
         let process = rt.spawn(&ctx.pod.uid, ctx.spec, &self.spec, &self.behaviour, at);
         self.event(
             rt,
@@ -405,6 +336,13 @@ impl ContainerMachine {
     }
 
     fn reprobe(&mut self, process: ProcessId, at: Timestamp, rt: &NodeRuntime) {
+        if self.init || self.one_shot {
+            // Nothing to probe: an init container's readiness is its successful exit, and a
+            // one-shot process serves nothing.
+            self.ready = false;
+            self.recheck_at = None;
+            return;
+        }
         let result = rt.probe(process, &self.spec, &self.behaviour, at);
         self.ready = result.ready;
         self.recheck_at = result.recheck_at.filter(|t| *t > at);
@@ -471,6 +409,8 @@ impl ContainerMachine {
         self.recheck_at = None;
         let restart = match ctx.restart_policy() {
             "Never" => false,
+            // An init container that completed never runs again.
+            _ if self.init => code != 0,
             "OnFailure" => code != 0,
             _ => true,
         };
@@ -503,6 +443,12 @@ impl ContainerMachine {
     ) {
         self.restart_count += 1;
         self.stage = Stage::Waiting;
+        // The new instance runs the image as the registry describes it now.
+        if let Ok(image) = &self.image
+            && let Some(behaviour) = registry.lookup(image)
+        {
+            self.behaviour = behaviour.clone();
+        }
         // A restart pulls again only when the policy says Always.
         if self.pull_policy() == "Always" {
             self.begin(at, rt, registry, ctx);
@@ -559,6 +505,18 @@ impl ContainerMachine {
     /// Whether the container will never change again.
     pub fn is_finished(&self) -> bool {
         matches!(self.stage, Stage::Done)
+    }
+
+    /// Whether it ran to a successful end and will not run again (an init container that
+    /// completed).
+    pub fn completed(&self) -> bool {
+        self.is_finished() && self.last_exit.as_ref().is_some_and(|e| e.exit_code == 0)
+    }
+
+    /// Whether any instance of it ever ran, or it was ended for good (its status is then
+    /// terminated): what tells the kubelet a pod was initialized before.
+    pub fn has_started(&self) -> bool {
+        self.is_running() || self.is_finished() || self.last_exit.is_some()
     }
 
     /// Whether its process is running (including stopping).

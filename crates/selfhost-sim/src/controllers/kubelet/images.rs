@@ -1,7 +1,8 @@
 //! The image registry model: which images exist, and how the processes they contain behave.
 //!
 //! It knows `registry.k8s.io/kube-{apiserver,controller-manager,scheduler}:<tag>` for the
-//! releases it is given, plus any image a test adds. Pulling anything else fails like a real
+//! releases it is given, the `pause` images nodes use as their sandbox image (when asked:
+//! [`Registry::add_pause_images`]), plus any image a test adds. Pulling anything else fails like a real
 //! registry's "not found" (`ErrImagePull`, then `ImagePullBackOff`). Each image carries an
 //! [`ImageBehaviour`]: slow pulls, slow starts, never Ready, crash loops, slow or stubborn
 //! shutdown.
@@ -20,6 +21,15 @@ pub const CONTROL_PLANE_COMPONENTS: [&str; 3] = [
 
 /// Where kubeadm pulls the control plane from.
 pub const DEFAULT_REPOSITORY: &str = "registry.k8s.io";
+
+/// The `pause` images kubeadm pairs with the releases the simulator covers (3.9 up to v1.29,
+/// 3.10 for v1.30–v1.33, 3.10.1 since): real registries serve them and real nodes run them as
+/// their pod sandbox image.
+pub const PAUSE_IMAGES: [&str; 3] = [
+    "registry.k8s.io/pause:3.9",
+    "registry.k8s.io/pause:3.10",
+    "registry.k8s.io/pause:3.10.1",
+];
 
 /// A parsed image reference, normalized as container runtimes do (`nginx` is
 /// `docker.io/library/nginx:latest`).
@@ -254,6 +264,14 @@ impl Registry {
         registry
     }
 
+    /// Adds the [`PAUSE_IMAGES`], well-behaved: a pause process runs until stopped.
+    pub fn add_pause_images(&mut self) {
+        for image in PAUSE_IMAGES {
+            // Constant, valid references.
+            let _ = self.add(image, ImageBehaviour::default());
+        }
+    }
+
     /// The behaviour of an existing image (`None`: the pull fails).
     pub fn lookup(&self, image: &ImageRef) -> Option<&ImageBehaviour> {
         self.images.get(image)
@@ -327,6 +345,19 @@ mod tests {
         assert!(!known("registry.k8s.io/kube-apiserver:v1.33.3"));
         assert!(!known("registry.k8s.io/kube-apiserver:v1.30.0"));
         assert!(!known("nginx"));
+    }
+
+    #[test]
+    fn pause_images_are_known_once_added() {
+        let mut registry = Registry::with_control_plane(33..=33, 0);
+        let known =
+            |r: &Registry, image: &str| r.lookup(&ImageRef::parse(image).unwrap()).is_some();
+        assert!(!known(&registry, "registry.k8s.io/pause:3.10"));
+        registry.add_pause_images();
+        for image in PAUSE_IMAGES {
+            assert!(known(&registry, image), "{image}");
+        }
+        assert!(!known(&registry, "registry.k8s.io/pause:3.8"));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The kubelet of each simulated node, as a state machine with injected time.
 //!
-//! A pod goes through admission, the sandbox (`PodReadyToStartContainers`), image pull (or
-//! `ErrImagePull`/`ImagePullBackOff` when the registry does not know the image), container
-//! creation, the process start, and readiness after the readiness delay. Processes are
+//! A pod goes through admission, the sandbox (`PodReadyToStartContainers`), its init
+//! containers one at a time (`Initialized`), image pull (or `ErrImagePull`/`ImagePullBackOff`
+//! when the registry does not know the image), container creation, the process start, and
+//! readiness after the readiness delay. A process serves until stopped unless its command line
+//! is a one-shot invocation such as `--version`. Processes are
 //! modelled apart from pod objects: they hold host ports (with SO_REUSEPORT semantics), crash
 //! and restart under the kubelet's crash-loop back-off, and exit after SIGTERM or at SIGKILL
 //! when the grace period ends — a Terminating pod's process still holds its ports until then.
@@ -21,6 +23,7 @@ mod pod;
 mod ports;
 mod probe;
 mod process;
+mod pull;
 mod report;
 mod runtime;
 mod static_pods;
@@ -31,7 +34,7 @@ pub use config::{KubeletConfig, Timings};
 pub use duration_text::{go_duration, parse_go_duration};
 pub use images::{
     CONTROL_PLANE_COMPONENTS, DEFAULT_REPOSITORY, ImageBehaviour, ImageRef, InvalidImageName,
-    Registry,
+    PAUSE_IMAGES, Registry,
 };
 pub use node::{NODE_LEASE_NAMESPACE, NodeHealth, node_conditions, node_lease, registration};
 pub use ports::{

@@ -1,11 +1,19 @@
-//! One pod on the node: admission, sandbox, its containers, and graceful termination.
+//! One pod on the node: admission, sandbox, its init containers one at a time, then its
+//! containers, and graceful termination.
+//!
+//! As the kubelet does: once the sandbox is ready, `spec.initContainers` run in order, each
+//! pulled, started and run to a successful exit before the next begins; a failing one restarts
+//! under the crash-loop back-off (unless the restart policy is `Never`: the pod fails). Only
+//! when all have completed do the regular containers begin. A recreated sandbox (the machine
+//! came back) runs them all again. Sidecars (init containers with `restartPolicy: Always`) are
+//! not modelled: they run as ordinary init containers.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec};
 use k8s_openapi::jiff::Timestamp;
 
-use super::container::{ContainerMachine, PodContext};
+use super::container::{ContainerMachine, PodContext, Stage};
 use super::images::Registry;
 use super::report::PodRef;
 use super::runtime::NodeRuntime;
@@ -40,6 +48,8 @@ pub(crate) struct PodWorker {
     pub sandbox_at: Option<Timestamp>,
     pub sandbox_ready: bool,
     pub pod_ip: Option<String>,
+    /// `spec.initContainers`, in order.
+    pub init_containers: Vec<ContainerMachine>,
     pub containers: Vec<ContainerMachine>,
     pub conditions: Vec<PodCondition>,
     pub stop: Option<Stop>,
@@ -70,6 +80,12 @@ impl PodWorker {
             .as_ref()
             .map(|s| s.containers.iter().map(ContainerMachine::new).collect())
             .unwrap_or_default();
+        let init_containers = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.init_containers.as_ref())
+            .map(|c| c.iter().map(ContainerMachine::new_init).collect())
+            .unwrap_or_default();
         PodWorker {
             reference: PodRef::of(&pod),
             pod,
@@ -78,6 +94,7 @@ impl PodWorker {
             sandbox_at: None,
             sandbox_ready: false,
             pod_ip: None,
+            init_containers,
             containers,
             conditions: Vec::new(),
             stop: None,
@@ -115,15 +132,44 @@ impl PodWorker {
         self.refresh_conditions(at);
     }
 
+    /// Every container, init containers first.
+    pub fn all_containers(&self) -> impl Iterator<Item = &ContainerMachine> {
+        self.init_containers.iter().chain(&self.containers)
+    }
+
     /// When something in this pod next happens by itself.
     pub fn next_event(&self, rt: &NodeRuntime) -> Option<Timestamp> {
         let sandbox = self
             .sandbox_at
             .filter(|_| !self.sandbox_ready && self.admitted_at.is_some());
-        self.containers
-            .iter()
+        self.all_containers()
             .map(|c| c.next_event(rt))
             .fold(sandbox, clock::earliest)
+    }
+
+    /// Begins what may begin now: the first init container that has not completed, once the
+    /// one before it has; the regular containers once all have.
+    fn begin_due(
+        &mut self,
+        at: Timestamp,
+        rt: &mut NodeRuntime,
+        registry: &Registry,
+        ctx: &PodContext<'_>,
+    ) {
+        if !self.sandbox_ready || self.stop.is_some() {
+            return;
+        }
+        let waiting = |c: &ContainerMachine| matches!(c.stage, Stage::Waiting);
+        if let Some(next) = self.init_containers.iter_mut().find(|c| !c.completed()) {
+            // A failed one under `Never` is finished without completing: nothing follows it.
+            if waiting(next) {
+                next.begin(at, rt, registry, ctx);
+            }
+            return;
+        }
+        for container in self.containers.iter_mut().filter(|c| waiting(c)) {
+            container.begin(at, rt, registry, ctx);
+        }
     }
 
     /// Applies everything due at `at`.
@@ -135,8 +181,9 @@ impl PodWorker {
         pod_ip: &mut dyn FnMut() -> String,
     ) {
         let spec = self.spec();
+        let reference = self.reference.clone();
         let ctx = PodContext {
-            pod: &self.reference,
+            pod: &reference,
             spec: &spec,
         };
         if !self.sandbox_ready
@@ -147,15 +194,20 @@ impl PodWorker {
             if self.pod_ip.is_none() {
                 self.pod_ip = Some(pod_ip());
             }
-            for container in &mut self.containers {
-                container.begin(at, rt, registry, &ctx);
-            }
         }
-        for container in &mut self.containers {
+        self.begin_due(at, rt, registry, &ctx);
+        for container in self
+            .init_containers
+            .iter_mut()
+            .chain(self.containers.iter_mut())
+        {
             if container.next_event(rt).is_some_and(|t| t <= at) {
                 container.step(at, rt, registry, &ctx);
             }
         }
+        // An init container that completed just now lets the next one (or the pod's
+        // containers) begin at the same instant.
+        self.begin_due(at, rt, registry, &ctx);
         self.check_finished(at);
         self.refresh_conditions(at);
     }
@@ -179,7 +231,11 @@ impl PodWorker {
             pod: &self.reference,
             spec: &spec,
         };
-        for container in &mut self.containers {
+        for container in self
+            .init_containers
+            .iter_mut()
+            .chain(self.containers.iter_mut())
+        {
             container.stop(at, stop.kill_at, rt, &ctx);
         }
         self.check_finished(at);
@@ -189,7 +245,7 @@ impl PodWorker {
     fn check_finished(&mut self, at: Timestamp) {
         if self.stop.is_some()
             && self.finished_at.is_none()
-            && self.containers.iter().all(ContainerMachine::is_finished)
+            && self.all_containers().all(ContainerMachine::is_finished)
         {
             self.finished_at = Some(at);
             // The sandbox goes with the last container.
@@ -204,7 +260,11 @@ impl PodWorker {
 
     /// The machine went down: every process is gone, the sandbox too.
     pub fn machine_down(&mut self, at: Timestamp) {
-        for container in &mut self.containers {
+        for container in self
+            .init_containers
+            .iter_mut()
+            .chain(self.containers.iter_mut())
+        {
             container.machine_down(at);
         }
         self.sandbox_ready = false;
@@ -223,7 +283,11 @@ impl PodWorker {
                 pod: &self.reference,
                 spec: &spec,
             };
-            for container in &mut self.containers {
+            for container in self
+                .init_containers
+                .iter_mut()
+                .chain(self.containers.iter_mut())
+            {
                 container.stop(at, at, rt, &ctx);
             }
             self.check_finished(at);
@@ -234,6 +298,22 @@ impl PodWorker {
                     container.restart_count += 1;
                 }
             }
+            // A new sandbox runs every init container again (one that failed for good under
+            // `Never` stays failed: the pod is over).
+            let failed_for_good = self
+                .init_containers
+                .iter()
+                .any(|c| c.is_finished() && !c.completed());
+            if !failed_for_good {
+                for container in &mut self.init_containers {
+                    if container.last_exit.is_some() {
+                        container.restart_count += 1;
+                    }
+                    if !matches!(container.stage, Stage::InvalidImage(_)) {
+                        container.stage = Stage::Waiting;
+                    }
+                }
+            }
         }
         self.refresh_conditions(at);
     }
@@ -241,7 +321,6 @@ impl PodWorker {
     /// Updates the pod conditions to what holds at `at` (transition times only move when a
     /// status flips).
     pub fn refresh_conditions(&mut self, at: Timestamp) {
-        let initialized = self.admitted_at.is_some();
         objects::set_condition(
             &mut self.conditions,
             condition::POD_READY_TO_START_CONTAINERS,
@@ -250,12 +329,28 @@ impl PodWorker {
             None,
             at,
         );
+        // As the kubelet judges it: initialized once every init container has exited 0, or
+        // for good once any regular container has run.
+        let incomplete: Vec<&str> = self
+            .init_containers
+            .iter()
+            .filter(|c| !c.completed())
+            .map(|c| c.spec.name.as_str())
+            .collect();
+        let initialized =
+            incomplete.is_empty() || self.containers.iter().any(ContainerMachine::has_started);
+        let message = (!initialized).then(|| {
+            format!(
+                "containers with incomplete status: [{}]",
+                incomplete.join(" ")
+            )
+        });
         objects::set_condition(
             &mut self.conditions,
             condition::INITIALIZED,
             initialized,
-            None,
-            None,
+            (!initialized).then_some("ContainersNotInitialized"),
+            message.as_deref(),
             at,
         );
         let unready: Vec<&str> = self

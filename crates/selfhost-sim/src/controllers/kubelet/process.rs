@@ -5,12 +5,17 @@
 //! This is where later models hook in: a process knows when it started, when it opened its
 //! ports and its identity (`<hostname>_<uuid>`, as leader election and apiserver identity
 //! Leases name it).
+//!
+//! A process is a server — it runs until it is told to stop or its image makes it exit —
+//! unless its command line is a one-shot invocation ([`one_shot_exit`]): then it prints and
+//! exits by itself, promptly, as `kube-apiserver --version` does.
 
 use std::fmt;
 
+use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::jiff::Timestamp;
 
-use super::ports::PortClaim;
+use super::ports::{PortClaim, binary_name};
 
 /// A process id, unique within one kubelet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -112,6 +117,32 @@ impl Process {
     }
 }
 
+/// The exit code of a one-shot invocation, or `None` for a process that serves until stopped.
+///
+/// The rule (`docs/simulator.md`, "Processes"): a container whose command line (`command` then
+/// `args`) holds the word `--version` (or `--version=<how>`, as the Kubernetes binaries accept
+/// `--version=raw`), `--help` or `-h` prints and exits 0; one whose binary (the base name of
+/// `command[0]`) is `true` exits 0, `false` exits 1. Anything else runs until it is stopped.
+/// An image whose behaviour plans an exit (`ImageBehaviour::crash_after`) overrides the rule:
+/// that is how a test says "this image's binary does not run here".
+pub(crate) fn one_shot_exit(container: &Container) -> Option<i32> {
+    match binary_name(container).as_deref() {
+        Some("true") if container.command.is_some() => return Some(0),
+        Some("false") if container.command.is_some() => return Some(1),
+        _ => {}
+    }
+    let informational = |word: &String| {
+        matches!(word.as_str(), "--version" | "--help" | "-h") || word.starts_with("--version=")
+    };
+    container
+        .command
+        .iter()
+        .flatten()
+        .chain(container.args.iter().flatten())
+        .any(informational)
+        .then_some(0)
+}
+
 /// A stable pseudo-random 32-hex-digit id derived from a seed (container and process ids,
 /// identities), so runs are reproducible.
 pub fn stable_hex(seed: &str, digits: usize) -> String {
@@ -146,6 +177,48 @@ pub fn stable_uuid(seed: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn informational_invocations_exit_and_servers_do_not() {
+        let container = |command: &[&str], args: &[&str]| Container {
+            name: "c".into(),
+            image: Some("registry.k8s.io/kube-apiserver:v1.34.0".into()),
+            command: (!command.is_empty()).then(|| command.iter().map(|s| s.to_string()).collect()),
+            args: (!args.is_empty()).then(|| args.iter().map(|s| s.to_string()).collect()),
+            ..Container::default()
+        };
+        let cases: [(&[&str], &[&str], Option<i32>); 11] = [
+            (&["kube-apiserver", "--version"], &[], Some(0)),
+            (
+                &["/usr/local/bin/kube-scheduler"],
+                &["--version=raw"],
+                Some(0),
+            ),
+            (&[], &["--version"], Some(0)),
+            (&["kube-controller-manager", "--help"], &[], Some(0)),
+            (&["kube-controller-manager", "-h"], &[], Some(0)),
+            (&["/bin/true"], &[], Some(0)),
+            (&["false"], &[], Some(1)),
+            (&["kube-apiserver", "--secure-port=6443"], &[], None),
+            (&["kube-apiserver", "--versioned-api=x"], &[], None),
+            (&[], &[], None),
+            (&["sleep"], &["3600"], None),
+        ];
+        for (command, args, exit) in cases {
+            assert_eq!(
+                one_shot_exit(&container(command, args)),
+                exit,
+                "{command:?} {args:?}"
+            );
+        }
+        let mut image_named_true = container(&[], &[]);
+        image_named_true.image = Some("example.com/true:1".into());
+        assert_eq!(
+            one_shot_exit(&image_named_true),
+            None,
+            "an image's name is not a command"
+        );
+    }
 
     #[test]
     fn ids_are_stable_and_distinct() {

@@ -12,7 +12,7 @@ use super::duration_text::parse_go_duration;
 use super::images::{ImageBehaviour, ImageRef};
 use super::ports::{self, PortTable};
 use super::probe::{BindContext, ProbeContext, ProbeResult, ReadinessModel};
-use super::process::{Exit, Process, ProcessId, ProcessState, stable_uuid};
+use super::process::{Exit, Process, ProcessId, ProcessState, one_shot_exit, stable_uuid};
 use super::report::KubeletEvent;
 use crate::controllers::backoff::Backoff;
 use crate::controllers::clock;
@@ -49,7 +49,19 @@ impl NodeRuntime {
         }
     }
 
+    /// Whether a container's process runs to completion by itself, and with which code: a
+    /// one-shot command line, unless its image plans the process's exit itself.
+    pub fn one_shot(container: &Container, behaviour: &ImageBehaviour) -> Option<i32> {
+        behaviour
+            .crash_after
+            .is_none()
+            .then(|| one_shot_exit(container))
+            .flatten()
+    }
+
     /// Starts a process for a container at `at`; it listens at once unless its image delays it.
+    /// A one-shot invocation binds nothing, is never ready, and exits after
+    /// [`Timings::one_shot`].
     pub fn spawn(
         &mut self,
         pod_uid: &str,
@@ -60,7 +72,11 @@ impl NodeRuntime {
     ) -> ProcessId {
         let id = ProcessId(self.next_pid);
         self.next_pid += 1;
-        let claim = ports::port_claim(spec, container);
+        let one_shot = Self::one_shot(container, behaviour);
+        let claim = match one_shot {
+            Some(_) => ports::PortClaim::default(),
+            None => ports::port_claim(spec, container),
+        };
         let ready_delay = behaviour.ready_delay.unwrap_or(self.timings.ready);
         let shutdown_delay = ports::flag_value(container, "shutdown-delay-duration")
             .and_then(|v| parse_go_duration(&v))
@@ -80,7 +96,8 @@ impl NodeRuntime {
             claim,
             listening_since: None,
             accepts_at: behaviour.accept_delay.map(|d| clock::after(at, d)),
-            ready_at: (!behaviour.never_ready).then(|| clock::after(at, ready_delay)),
+            ready_at: (!behaviour.never_ready && one_shot.is_none())
+                .then(|| clock::after(at, ready_delay)),
             shutdown_delay,
             listener_closes_at: None,
             planned_exit: None,
@@ -90,6 +107,13 @@ impl NodeRuntime {
             process.plan_exit(Exit {
                 at: clock::after(at, after),
                 code: behaviour.crash_exit_code.unwrap_or(1),
+                message: None,
+            });
+        }
+        if let Some(code) = one_shot {
+            process.plan_exit(Exit {
+                at: clock::after(at, self.timings.one_shot),
+                code,
                 message: None,
             });
         }

@@ -1,5 +1,5 @@
-//! The status a kubelet writes: container states with the kubelet's reasons and messages,
-//! the pod phase, conditions, addresses and start time.
+//! The status a kubelet writes: container states (init containers' too) with the kubelet's
+//! reasons and messages, the pod phase, conditions, addresses and start time.
 
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
@@ -39,7 +39,9 @@ fn terminated(exit: &Terminated) -> ContainerState {
     }
 }
 
-/// One container's status at `now`.
+/// One container's status at `now`. In a pod with init containers, a container that has no
+/// instance yet waits with `PodInitializing` (the kubelet's default then), not
+/// `ContainerCreating`.
 fn container_status(
     c: &ContainerMachine,
     now: Timestamp,
@@ -47,9 +49,30 @@ fn container_status(
     ctx: &PodContext<'_>,
 ) -> ContainerStatus {
     let image = c.spec.image.clone().unwrap_or_default();
+    let has_init_containers = ctx
+        .spec
+        .init_containers
+        .as_ref()
+        .is_some_and(|c| !c.is_empty());
+    let not_created = if has_init_containers {
+        "PodInitializing"
+    } else {
+        "ContainerCreating"
+    };
+    let failed_before = c.last_exit.as_ref().filter(|e| e.exit_code != 0);
     let (state, last) = match &c.stage {
+        // A failed init container shows its failure until the next instance runs (kubectl:
+        // `Init:Error`), as the runtime still lists the exited one.
+        Stage::Waiting | Stage::Pulling { .. } | Stage::Creating { .. }
+            if c.init && failed_before.is_some() =>
+        {
+            (
+                failed_before.map(terminated).unwrap_or_default(),
+                c.previous_exit.as_ref(),
+            )
+        }
         Stage::Waiting | Stage::Pulling { .. } | Stage::Creating { .. } => {
-            (waiting("ContainerCreating", None), c.last_exit.as_ref())
+            (waiting(not_created, None), c.last_exit.as_ref())
         }
         Stage::InvalidImage(message) => (
             waiting("InvalidImageName", Some(message.clone())),
@@ -107,6 +130,8 @@ fn container_status(
         }
         Stage::Done => match &c.last_exit {
             Some(exit) => (terminated(exit), c.previous_exit.as_ref()),
+            // An init container the pod never reached.
+            None if c.init => (waiting("PodInitializing", None), None),
             None => (
                 terminated(&Terminated {
                     started_at: None,
@@ -122,12 +147,14 @@ fn container_status(
             ),
         },
     };
+    // An init container is ready once it has exited 0; a regular one when its probe passes.
+    let ready = if c.init { c.completed() } else { c.ready };
     ContainerStatus {
         name: c.spec.name.clone(),
         image,
         image_id: c.image_id.clone().unwrap_or_default(),
         container_id: c.container_id.clone(),
-        ready: c.ready,
+        ready,
         started: Some(c.is_running()),
         restart_count: c.restart_count,
         state: Some(state),
@@ -136,39 +163,65 @@ fn container_status(
     }
 }
 
-/// The pod phase from its containers (upstream `getPhase`): Pending until every container has
-/// started once, Running while any runs or restarts, terminal once none will run again.
-fn pod_phase(worker: &PodWorker) -> &'static str {
+/// The pod phase from its containers' statuses, as the kubelet's `getPhase` decides it:
+/// Pending while an init container has not completed (or a container never started),
+/// Failed at once when an init container failed under `Never`, Running while any container
+/// runs or restarts, terminal once none will run again.
+fn pod_phase(
+    worker: &PodWorker,
+    init: &[ContainerStatus],
+    regular: &[ContainerStatus],
+) -> &'static str {
     let policy = worker
         .pod
         .spec
         .as_ref()
         .and_then(|s| s.restart_policy.as_deref())
         .unwrap_or("Always");
-    let (mut never_started, mut running, mut restarting, mut succeeded, mut failed) =
-        (0, 0, 0, 0, 0);
-    for c in &worker.containers {
-        match (&c.stage, &c.last_exit) {
-            (Stage::Running { .. }, _) => running += 1,
-            (Stage::Done, Some(exit)) if exit.exit_code == 0 => succeeded += 1,
-            (Stage::Done, _) => failed += 1,
-            (_, Some(_)) => restarting += 1,
-            (_, None) => never_started += 1,
+    let terminated = |c: &ContainerStatus| c.state.as_ref()?.terminated.clone();
+    let last_terminated = |c: &ContainerStatus| c.last_state.as_ref()?.terminated.clone();
+    let (mut pending_init, mut failed_init) = (0, 0);
+    for c in init {
+        let state = c.state.clone().unwrap_or_default();
+        match (state.running, terminated(c), last_terminated(c)) {
+            (Some(_), _, _) => pending_init += 1,
+            (None, Some(t), _) => failed_init += usize::from(t.exit_code != 0),
+            (None, None, Some(last)) => failed_init += usize::from(last.exit_code != 0),
+            (None, None, None) => pending_init += 1,
         }
     }
-    if worker.is_finished() {
-        return if failed == 0 {
-            phase::SUCCEEDED
-        } else {
-            phase::FAILED
-        };
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for c in regular {
+        let state = c.state.clone().unwrap_or_default();
+        match (state.running, terminated(c), last_terminated(c)) {
+            (Some(_), _, _) => running += 1,
+            (None, Some(t), _) => {
+                stopped += 1;
+                succeeded += usize::from(t.exit_code == 0);
+            }
+            (None, None, Some(_)) => stopped += 1,
+            (None, None, None) => waiting += 1,
+        }
     }
+    if failed_init > 0 && policy == "Never" {
+        return phase::FAILED;
+    }
+    let regular_started = worker.containers.iter().any(ContainerMachine::has_started);
     match () {
-        () if never_started > 0 => phase::PENDING,
-        () if running > 0 || restarting > 0 => phase::RUNNING,
-        () if failed == 0 && succeeded > 0 => phase::SUCCEEDED,
-        () if policy == "Never" => phase::FAILED,
-        () if succeeded + failed > 0 => phase::RUNNING,
+        () if (pending_init > 0 && !regular_started) || waiting > 0 => phase::PENDING,
+        () if running > 0 => phase::RUNNING,
+        () if stopped > 0 => {
+            // A pod being stopped is over whatever its policy.
+            if worker.is_finished() || policy != "Always" {
+                if stopped == succeeded {
+                    return phase::SUCCEEDED;
+                }
+                if worker.is_finished() || policy == "Never" {
+                    return phase::FAILED;
+                }
+            }
+            phase::RUNNING
+        }
         () => phase::PENDING,
     }
 }
@@ -237,16 +290,19 @@ pub(crate) fn pod_status(
         .iter()
         .position(|t| *t == c.type_)
     });
+    let statuses = |machines: &[ContainerMachine]| -> Vec<ContainerStatus> {
+        machines
+            .iter()
+            .map(|c| container_status(c, now, rt, &ctx))
+            .collect()
+    };
+    let init_statuses = statuses(&worker.init_containers);
+    let container_statuses = statuses(&worker.containers);
     PodStatus {
-        phase: Some(pod_phase(worker).into()),
+        phase: Some(pod_phase(worker, &init_statuses, &container_statuses).into()),
         conditions: Some(conditions),
-        container_statuses: Some(
-            worker
-                .containers
-                .iter()
-                .map(|c| container_status(c, now, rt, &ctx))
-                .collect(),
-        ),
+        init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
+        container_statuses: Some(container_statuses),
         host_ip: worker.admitted_at.map(|_| node_ip.to_string()),
         host_ips: worker.admitted_at.map(|_| {
             vec![HostIP {

@@ -4,6 +4,7 @@
 
 mod hostports;
 mod images;
+mod init_containers;
 mod lifecycle;
 mod nodes;
 mod restarts;
@@ -34,6 +35,7 @@ pub(super) fn timings() -> Timings {
         start: Duration::from_secs(1),
         ready: Duration::from_secs(3),
         stop: Duration::from_secs(1),
+        one_shot: Duration::from_secs(1),
         pull_error_hold: Duration::from_secs(2),
         crash_loop: BackoffPolicy::kubelet_crash_loop(),
         image_pull: BackoffPolicy::kubelet_image_pull(),

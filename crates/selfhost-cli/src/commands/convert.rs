@@ -1,0 +1,445 @@
+//! `selfhost convert to-self-hosted` and `selfhost convert to-static`: converts the control
+//! plane of the node this runs on, with a plan first, confirmation, progress on stderr (or JSON
+//! events on stdout with `-o json`) and the exit codes of DESIGN.md §2. Ctrl-C stops at the
+//! next safe point; running the same command again continues.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use selfhost::convert::observe::ConversionView;
+use selfhost::convert::{
+    ComponentOutcome, ConversionPlan, ConvertError, ConvertRequest, DEFAULT_DEADLINE, convert, plan,
+};
+use selfhost::events::{Event, Events, Stamped};
+use selfhost::{ClientArgs, Clients, health};
+use selfhost_core::config::ClusterConfig;
+use selfhost_core::conversion::decide::Direction;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{GlobalArgs, OutputFormat};
+use crate::exit::{CliError, Outcome};
+use crate::ui;
+
+/// Where kubeadm's kubelet reads static pods from.
+const DEFAULT_MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
+/// How long the first list of the watched objects may take.
+const FIRST_LIST: Duration = Duration::from_secs(30);
+
+/// Arguments of `selfhost convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Which way.
+    #[command(subcommand)]
+    pub direction: ConvertDirection,
+}
+
+/// The two conversions.
+#[derive(Debug, Subcommand)]
+pub enum ConvertDirection {
+    /// Hand this node's kubeadm static pods over to self-hosted DaemonSets.
+    ToSelfHosted(ToSelfHostedArgs),
+    /// Hand this node's self-hosted DaemonSet pods back to static pods.
+    ToStatic(NodeArgs),
+}
+
+/// Arguments of `convert to-self-hosted`.
+#[derive(Debug, Args)]
+pub struct ToSelfHostedArgs {
+    /// The node and how to run.
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// Upload the certificates and kubeconfigs (etcd client certificates included) as
+    /// Secrets and mount them from there instead of from the host.
+    #[arg(long)]
+    pub certs_in_secrets: bool,
+}
+
+/// What both conversions take.
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// The kubelet's static pod directory on this node.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_MANIFESTS_DIR)]
+    pub manifests_dir: PathBuf,
+    /// This node's name in the cluster (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// A kubeadm configuration file to check against (else the cluster's kubeadm-config).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Show the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation (required when not run interactively).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// How long each component may take to hand over (e.g. 5m); past it, the node is put back.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+}
+
+fn this_host() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+}
+
+fn direction_name(direction: Direction) -> &'static str {
+    match direction {
+        Direction::ToSelfHosted => "to-self-hosted",
+        Direction::ToStatic => "to-static",
+    }
+}
+
+/// The command that continues this run, for messages.
+fn resume_command(request: &ConvertRequest) -> String {
+    let mut command = format!(
+        "selfhost convert {} --node {} --manifests-dir {}",
+        direction_name(request.direction),
+        request.node,
+        request.manifests_dir.display()
+    );
+    if request.certs_in_secrets {
+        command.push_str(" --certs-in-secrets");
+    }
+    command.push_str(" --yes");
+    command
+}
+
+fn request_from(
+    direction: Direction,
+    args: &NodeArgs,
+    certs: bool,
+) -> Result<ConvertRequest, CliError> {
+    let node = match &args.node {
+        Some(node) => node.clone(),
+        None => this_host().ok_or_else(|| {
+            CliError::bad_input(anyhow!("cannot tell this host's name; pass --node NAME"))
+        })?,
+    };
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            CliError::bad_input(anyhow!("cannot read --config {}: {e}", path.display()))
+        })?;
+        ClusterConfig::from_yaml(&text).map_err(|e| {
+            CliError::bad_input(anyhow!(
+                "--config {} is not a valid kubeadm configuration: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    let deadline = match &args.timeout {
+        Some(text) => humantime::parse_duration(text).map_err(|e| {
+            CliError::bad_input(anyhow!(
+                "invalid --timeout {text:?}: {e}; write a duration such as 5m or 90s"
+            ))
+        })?,
+        None => DEFAULT_DEADLINE,
+    };
+    let mut request = ConvertRequest::new(direction, &node, &args.manifests_dir);
+    request.certs_in_secrets = certs;
+    request.dry_run = args.dry_run;
+    request.deadline = deadline;
+    Ok(request)
+}
+
+fn classify(error: ConvertError) -> CliError {
+    let outcome = if error.is_bad_input() {
+        Outcome::BadInput
+    } else {
+        Outcome::Refused
+    };
+    CliError {
+        outcome,
+        error: anyhow!(error).context("nothing was changed"),
+    }
+}
+
+fn render_plan(plan: &ConversionPlan) -> String {
+    let rows: Vec<Vec<String>> = plan
+        .components
+        .iter()
+        .map(|c| {
+            let sharing = match (plan.direction, c.port_sharing) {
+                (Direction::ToStatic, _) => "-".to_string(),
+                (Direction::ToSelfHosted, true) => "yes: no gap".to_string(),
+                (Direction::ToSelfHosted, false) => "NO: a short gap".to_string(),
+            };
+            vec![
+                c.component.to_string(),
+                c.action.to_uppercase(),
+                sharing,
+                c.detail.clone(),
+            ]
+        })
+        .collect();
+    let mut text = format!(
+        "Convert node {} {}\n\n{}",
+        plan.node,
+        direction_name(plan.direction),
+        ui::table(
+            &["COMPONENT", "ACTION", "PORT SHARING", "FIRST STEP"],
+            &rows
+        )
+    );
+    if plan.components.iter().any(|c| {
+        plan.direction == Direction::ToSelfHosted && c.action == "convert" && !c.port_sharing
+    }) {
+        text.push_str(
+            "\nA static pod without --permit-port-sharing holds its port until it stops: the \
+             DaemonSet pod is created and its image pulled first, and the gap is measured and \
+             printed. Elsewhere the DaemonSet pod serves beside the static pod before it stops.\n",
+        );
+    }
+    text.push_str(&format!(
+        "\nStatic manifests moved aside are kept in {}\n",
+        plan.backup_dir
+    ));
+    text
+}
+
+fn render(event: &Stamped) -> Option<String> {
+    let at = format!("[{:>6.1}s]", event.at);
+    Some(match &event.event {
+        Event::ComponentStarted { component } => format!("{at} {component}: converting"),
+        Event::Step { step, .. } if step == "done" || step == "wait" => return None,
+        Event::Step {
+            component,
+            step,
+            description,
+        } => format!("{at} {component}: {step}: {description}"),
+        Event::Waiting {
+            component,
+            condition,
+            pending,
+            ..
+        } => {
+            let shown: Vec<_> = pending.iter().take(2).cloned().collect();
+            if shown.is_empty() {
+                format!("{at} {component}:   waiting for {condition}")
+            } else {
+                format!(
+                    "{at} {component}:   waiting for {condition}: {}",
+                    shown.join("; ")
+                )
+            }
+        }
+        Event::Action {
+            component, detail, ..
+        } => format!("{at} {component}:   {detail}"),
+        Event::ComponentFinished {
+            component,
+            outcome,
+            message,
+            elapsed_seconds,
+        } => format!("{at} {component}: {outcome} after {elapsed_seconds:.1}s: {message}"),
+    })
+}
+
+fn confirm(plan: &ConversionPlan) -> Result<bool, CliError> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(CliError::bad_input(anyhow!(
+            "refusing to change the cluster without confirmation: this run is not interactive; pass --yes"
+        )));
+    }
+    let _ = write!(
+        std::io::stderr(),
+        "Convert node {} {}? [y/N]: ",
+        plan.node,
+        direction_name(plan.direction)
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| CliError::bad_input(anyhow!(e)))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+async fn connect(global: &GlobalArgs) -> Result<Clients, CliError> {
+    let args = ClientArgs {
+        kubeconfig: global.kubeconfig.clone(),
+        context: global.context.clone(),
+    };
+    let clients = selfhost::connect(&args)
+        .await
+        .map_err(CliError::bad_input)?;
+    let ready = health::readyz(&clients.probe).await;
+    if !ready.healthy && ready.checks.is_empty() {
+        return Err(CliError {
+            outcome: Outcome::Refused,
+            error: anyhow!(
+                "cannot reach the API server {} (context {}): {}; nothing was changed",
+                clients.server,
+                clients.context,
+                ready.problem.unwrap_or_default()
+            ),
+        });
+    }
+    Ok(clients)
+}
+
+fn result_line(json: bool, outcome: &str, message: &str, backup_dir: &str) -> Result<(), CliError> {
+    if json {
+        ui::json_line(&serde_json::json!({
+            "event": "result", "outcome": outcome, "message": message, "backup_dir": backup_dir,
+        }))?;
+    }
+    Ok(())
+}
+
+/// Runs `selfhost convert ...`.
+pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, CliError> {
+    let (direction, node_args, certs) = match &args.direction {
+        ConvertDirection::ToSelfHosted(a) => (Direction::ToSelfHosted, &a.node, a.certs_in_secrets),
+        ConvertDirection::ToStatic(a) => (Direction::ToStatic, a, false),
+    };
+    let request = request_from(direction, node_args, certs)?;
+    let json = global.output == OutputFormat::Json;
+    let clients = connect(global).await?;
+    let mut view = ConversionView::start(&clients.api);
+    view.ready(FIRST_LIST).await.map_err(|e| CliError {
+        outcome: Outcome::Refused,
+        error: e.into(),
+    })?;
+    let plan = plan(&mut view, &clients.api, &request)
+        .await
+        .map_err(classify)?;
+    if json {
+        ui::json_line(&serde_json::json!({"event": "plan", "plan": plan}))?;
+    } else {
+        ui::say(render_plan(&plan));
+    }
+    let refusals = plan.refusals();
+    if !refusals.is_empty() {
+        let message = format!("refused: {}; nothing was changed", refusals.join("; "));
+        result_line(json, "refused", &message, &plan.backup_dir)?;
+        return Err(CliError {
+            outcome: Outcome::Refused,
+            error: anyhow!(message),
+        });
+    }
+    if !plan.has_work() {
+        let message = format!(
+            "node {} is already converted {}; nothing to do",
+            plan.node,
+            direction_name(direction)
+        );
+        result_line(json, "done", &message, &plan.backup_dir)?;
+        if !json {
+            ui::say(message);
+        }
+        return Ok(Outcome::Done);
+    }
+    if request.dry_run {
+        let message = "dry run: nothing was changed".to_string();
+        result_line(json, "done", &message, &plan.backup_dir)?;
+        if !json {
+            ui::say(message);
+        }
+        return Ok(Outcome::Done);
+    }
+    if !node_args.yes && !confirm(&plan)? {
+        return Err(CliError::bad_input(anyhow!(
+            "not confirmed; nothing was changed"
+        )));
+    }
+
+    let cancel = CancellationToken::new();
+    let signal_cancel = cancel.clone();
+    let mut stops = super::signals::StopSignals::listen();
+    let signals = tokio::spawn(async move {
+        let stop = stops.next().await;
+        ui::say(format!(
+            "{stop}: stopping at the next safe point (signal again to abandon the run at once)..."
+        ));
+        signal_cancel.cancel();
+        stops.next().await;
+        std::process::exit(i32::from(Outcome::NotRestored.code()));
+    });
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
+    let printer = tokio::spawn(async move {
+        while let Some(event) = receiver.recv().await {
+            if json {
+                let _ = ui::json_line(&event);
+            } else if let Some(line) = render(&event) {
+                ui::say(line);
+            }
+        }
+    });
+    let events = Events::to(sender);
+    let result = convert(&clients, &mut view, &request, &events, &cancel).await;
+    drop(events);
+    let _ = printer.await;
+    signals.abort();
+    let resume = resume_command(&request);
+    let report = result.map_err(|e| CliError {
+        outcome: Outcome::NotRestored,
+        error: anyhow!(e).context(format!(
+            "the conversion stopped; re-run `{resume}` to continue"
+        )),
+    })?;
+    let backup_dir = report.backup_dir.display().to_string();
+    let (outcome, name, message) = match report.first_problem() {
+        None => (
+            Outcome::Done,
+            "done",
+            format!(
+                "node {} converted {}; the original static manifests are kept in {backup_dir}",
+                request.node,
+                direction_name(direction)
+            ),
+        ),
+        Some((component, problem)) => match problem {
+            ComponentOutcome::Refused { .. } => (
+                Outcome::Refused,
+                "refused",
+                format!("{component}: {}", problem.message()),
+            ),
+            ComponentOutcome::RolledBack { .. } => (
+                Outcome::RolledBack,
+                "rolled-back",
+                format!(
+                    "{component} failed and node {} was put back: {}",
+                    request.node,
+                    problem.message()
+                ),
+            ),
+            ComponentOutcome::Failed { .. } => (
+                Outcome::NotRestored,
+                "not-restored",
+                format!(
+                    "{component} failed and was NOT restored: {}. Continue with: {resume}",
+                    problem.message()
+                ),
+            ),
+            ComponentOutcome::Interrupted { .. } | ComponentOutcome::Done { .. } => (
+                Outcome::NotRestored,
+                "interrupted",
+                format!("stopped during {component} at a safe point. Continue with: {resume}"),
+            ),
+        },
+    };
+    result_line(json, name, &message, &backup_dir)?;
+    if outcome == Outcome::Done {
+        if !json {
+            ui::say(message);
+        }
+        Ok(Outcome::Done)
+    } else {
+        Err(CliError {
+            outcome,
+            error: anyhow!(message),
+        })
+    }
+}

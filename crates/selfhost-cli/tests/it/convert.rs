@@ -1,0 +1,366 @@
+//! `selfhost convert`: bad input refused with the documented exit codes and nothing changed;
+//! each step of both conversions killed with SIGKILL and the command run again: it continues
+//! from what the cluster and the node's disk show, finishes, and leaves nothing behind.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::ListParams;
+use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::cluster::ProberOptions;
+use selfhost_sim::{SimCluster, SimTimings};
+
+async fn static_cluster() -> SimCluster {
+    let sim = SimCluster::builder()
+        .control_plane_nodes(1)
+        .version("v1.33.1")
+        .mode(BootstrapMode::Static)
+        .port_sharing(true)
+        .timings(SimTimings::scaled(100))
+        .start()
+        .await
+        .expect("cluster starts");
+    // Nobody converts a cluster in the second it boots; the kubelet's start times are whole
+    // seconds, so a DaemonSet apiserver started in the same second could not be told apart.
+    let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = pods
+            .list(&ListParams::default().labels("component=kube-apiserver"))
+            .await
+            .expect("list");
+        let settled = list.items.iter().all(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.as_ref())
+                .is_some_and(|t| Timestamp::now().duration_since(t.0).as_secs() >= 2)
+        });
+        if settled && !list.items.is_empty() {
+            return sim;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cluster settles"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs `selfhost convert <direction> --node cp-1 --manifests-dir DIR --yes -o json ARGS`;
+/// kills it with SIGKILL right after it reports the action `step` of `component`, if given.
+async fn convert(
+    sim: &SimCluster,
+    direction: &str,
+    args: &[&str],
+    kill_at: Option<(&str, &str)>,
+) -> (Vec<serde_json::Value>, Option<i32>) {
+    let kubeconfig = sim.kubeconfig_path().to_path_buf();
+    let dir = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
+    let direction = direction.to_string();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let kill_at = kill_at.map(|(c, s)| (c.to_string(), s.to_string()));
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["convert", &direction, "--node", "cp-1", "--manifests-dir"])
+            .arg(&dir)
+            .args(["-o", "json"])
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("selfhost runs");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut events = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let event: serde_json::Value =
+                serde_json::from_str(&line).expect("every line is one JSON event");
+            let hit = kill_at.as_ref().is_some_and(|(component, step)| {
+                event["event"] == "action"
+                    && event["component"] == component.as_str()
+                    && event["step"] == step.as_str()
+            });
+            events.push(event);
+            if hit {
+                child.kill().expect("SIGKILL");
+                break;
+            }
+        }
+        let status = child.wait().expect("exits");
+        (events, status.code())
+    })
+    .await
+    .expect("joined")
+}
+
+/// The self-hosted DaemonSets and the gate labels left in the cluster.
+async fn leftovers(sim: &SimCluster) -> (Vec<String>, Vec<String>) {
+    let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
+    let names = daemonsets
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|d| d.metadata.name)
+        .collect();
+    let nodes: Api<Node> = Api::all(sim.client());
+    let labels = nodes
+        .list(&Default::default())
+        .await
+        .expect("nodes")
+        .items
+        .into_iter()
+        .flat_map(|n| n.metadata.labels.unwrap_or_default().into_keys())
+        .filter(|k| k.starts_with("selfhost.dev/"))
+        .collect();
+    (names, labels)
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+const MANIFESTS: [&str; 3] = [
+    "kube-apiserver.yaml",
+    "kube-controller-manager.yaml",
+    "kube-scheduler.yaml",
+];
+
+/// One kill per entry, alternating directions on one cluster: every action of the apiserver's
+/// hand-over both ways, and the moves of the controllers.
+const KILL_POINTS: &[(&str, &str, &str)] = &[
+    ("to-self-hosted", "kube-apiserver", "create-daemonset"),
+    ("to-static", "kube-apiserver", "write-manifest"),
+    ("to-self-hosted", "kube-apiserver", "label-node"),
+    ("to-static", "kube-apiserver", "unlabel-node"),
+    ("to-self-hosted", "kube-apiserver", "move-manifest-aside"),
+    ("to-static", "kube-apiserver", "delete-daemonset"),
+    ("to-self-hosted", "kube-scheduler", "move-manifest-aside"),
+    ("to-static", "kube-controller-manager", "write-manifest"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_at_each_step_of_both_conversions_the_rerun_completes() {
+    let sim = static_cluster().await;
+    let dir = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
+    let backup: PathBuf = dir
+        .parent()
+        .expect("parent")
+        .join("selfhost-backup/static-pods");
+    let prober = sim.prober(ProberOptions::default()).await.expect("prober");
+    for (direction, component, step) in KILL_POINTS {
+        let (events, code) = convert(&sim, direction, &["--yes"], Some((component, step))).await;
+        assert!(
+            events.iter().any(|e| e["step"] == *step),
+            "{direction} reached {component}/{step} before it was killed: {events:?}"
+        );
+        assert_ne!(code, Some(0), "a killed run does not report success");
+        let (events, code) = convert(&sim, direction, &["--yes"], None).await;
+        let last = events.last().cloned().unwrap_or_default();
+        assert_eq!(
+            code,
+            Some(0),
+            "the re-run of {direction} after a kill at {component}/{step} finishes: {last}"
+        );
+        assert_eq!(last["event"], "result");
+        assert_eq!(last["outcome"], "done");
+        let (daemonsets, labels) = leftovers(&sim).await;
+        if *direction == "to-self-hosted" {
+            assert!(files(&dir).is_empty(), "{:?}", files(&dir));
+            assert_eq!(daemonsets.len(), 3, "{daemonsets:?}");
+            assert_eq!(labels.len(), 3, "{labels:?}");
+        } else {
+            assert_eq!(files(&dir), MANIFESTS);
+            assert_eq!(
+                (daemonsets, labels),
+                (vec![], vec![]),
+                "nothing left behind"
+            );
+        }
+        for file in MANIFESTS {
+            assert!(files(&backup).iter().any(|f| f == file), "{file} is kept");
+        }
+    }
+    let probes = prober.stop().await;
+    assert_eq!(
+        (probes.reads.failures(), probes.writes.failures()),
+        (0, 0),
+        "with port sharing the node never stopped serving"
+    );
+    // Once more: a no-op that says so.
+    let (events, code) = convert(&sim, "to-static", &["--yes"], None).await;
+    assert_eq!(code, Some(0));
+    let last = events.last().cloned().unwrap_or_default();
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nothing to do")),
+        "{last}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_exits_2_or_3_and_changes_nothing() {
+    let sim = static_cluster().await;
+    let kubeconfig = sim.kubeconfig_path().to_path_buf();
+    let dir = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
+    let scratch = tempfile::tempdir().expect("scratch");
+    let not_a_pod = scratch.path().join("manifests");
+    std::fs::create_dir(&not_a_pod).expect("dir");
+    for file in MANIFESTS {
+        std::fs::copy(dir.join(file), not_a_pod.join(file)).expect("copy");
+    }
+    std::fs::write(
+        not_a_pod.join("kube-scheduler.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n",
+    )
+    .expect("write");
+    let incomplete = scratch.path().join("incomplete");
+    std::fs::create_dir(&incomplete).expect("dir");
+    std::fs::copy(
+        dir.join("kube-apiserver.yaml"),
+        incomplete.join("kube-apiserver.yaml"),
+    )
+    .expect("copy");
+    let missing = scratch.path().join("missing");
+
+    let cases: Vec<(&str, Vec<String>, i32, &str)> = vec![
+        (
+            "a manifests directory that does not exist",
+            vec![
+                "--node".into(),
+                "cp-1".into(),
+                "--manifests-dir".into(),
+                missing.display().to_string(),
+                "--yes".into(),
+            ],
+            2,
+            "does not exist",
+        ),
+        (
+            "a node the cluster does not have",
+            vec![
+                "--node".into(),
+                "cp-9".into(),
+                "--manifests-dir".into(),
+                dir.display().to_string(),
+                "--yes".into(),
+            ],
+            2,
+            "no node named \"cp-9\"",
+        ),
+        (
+            "a manifest that is not a Pod",
+            vec![
+                "--node".into(),
+                "cp-1".into(),
+                "--manifests-dir".into(),
+                not_a_pod.display().to_string(),
+                "--yes".into(),
+            ],
+            2,
+            "kind Pod",
+        ),
+        (
+            "components missing on disk",
+            vec![
+                "--node".into(),
+                "cp-1".into(),
+                "--manifests-dir".into(),
+                incomplete.display().to_string(),
+                "--yes".into(),
+            ],
+            3,
+            "has no static manifest of kube-controller-manager",
+        ),
+        (
+            "no --yes without a terminal",
+            vec![
+                "--node".into(),
+                "cp-1".into(),
+                "--manifests-dir".into(),
+                dir.display().to_string(),
+            ],
+            2,
+            "pass --yes",
+        ),
+        (
+            "a timeout that is not a duration",
+            vec![
+                "--node".into(),
+                "cp-1".into(),
+                "--manifests-dir".into(),
+                dir.display().to_string(),
+                "--timeout".into(),
+                "soon".into(),
+            ],
+            2,
+            "invalid --timeout",
+        ),
+    ];
+    for (case, args, code, message) in cases {
+        let output = crate::selfhost()
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["convert", "to-self-hosted"])
+            .args(&args)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{case}: {stderr}");
+        assert!(stderr.contains(message), "{case}: {stderr}");
+        assert_eq!(
+            leftovers(&sim).await,
+            (vec![], vec![]),
+            "{case}: nothing changed"
+        );
+        assert_eq!(files(&dir), MANIFESTS, "{case}: nothing changed on disk");
+    }
+    // A dry run plans, says so, and changes nothing either.
+    let output = crate::selfhost()
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "convert",
+            "to-self-hosted",
+            "--node",
+            "cp-1",
+            "--dry-run",
+            "--manifests-dir",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("kube-apiserver")
+            && stderr.contains("CONVERT")
+            && stderr.contains("nothing was changed"),
+        "{stderr}"
+    );
+    assert_eq!(leftovers(&sim).await, (vec![], vec![]));
+}

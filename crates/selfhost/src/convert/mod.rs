@@ -1,0 +1,201 @@
+//! `convert to-self-hosted` and `convert to-static`: one node at a time, one component at a
+//! time, each decision taken afresh from the cluster and the node's disk by
+//! [`selfhost_core::conversion::decide::next_step`], so that a run stopped anywhere is
+//! continued by running it again.
+//!
+//! The tool runs on the node it converts (as kubeadm's did): it reads and writes the kubelet's
+//! manifests directory directly, and moves manifests aside into a backup directory beside it
+//! instead of deleting them.
+
+pub mod files;
+pub mod observe;
+mod preflight;
+mod run;
+mod to_self_hosted;
+mod to_static;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use selfhost_core::Component;
+use selfhost_core::conversion::ConversionError;
+use selfhost_core::conversion::decide::Direction;
+use serde::Serialize;
+
+pub use preflight::{ComponentPlan, ConversionPlan, plan};
+pub use run::convert;
+
+use crate::error::ApiCallError;
+use crate::retry::RetryPolicy;
+use crate::view::ViewTimeout;
+use files::FilesError;
+
+/// Default of `--timeout`: how long one component may take to hand over.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+
+/// What to convert, and how.
+#[derive(Debug, Clone)]
+pub struct ConvertRequest {
+    /// Which way.
+    pub direction: Direction,
+    /// The node this run converts (the one it runs on).
+    pub node: String,
+    /// The kubelet's static pod directory on this node.
+    pub manifests_dir: PathBuf,
+    /// To self-hosted: store certificates and kubeconfigs in Secrets and mount them from there.
+    pub certs_in_secrets: bool,
+    /// Prefix of every host path read or written for certificates and kubeconfigs (`/` on a
+    /// real node; tests point it at a scratch directory).
+    pub host_root: PathBuf,
+    /// Check everything and make no change.
+    pub dry_run: bool,
+    /// How long each component may take; a wait past it fails (and restores).
+    pub deadline: Duration,
+    /// Retries of every API call.
+    pub retry: RetryPolicy,
+}
+
+impl ConvertRequest {
+    /// A request with the defaults: no certificates in Secrets, host root `/`, the default
+    /// deadline and retries.
+    pub fn new(direction: Direction, node: &str, manifests_dir: impl Into<PathBuf>) -> Self {
+        ConvertRequest {
+            direction,
+            node: node.to_string(),
+            manifests_dir: manifests_dir.into(),
+            certs_in_secrets: false,
+            host_root: PathBuf::from("/"),
+            dry_run: false,
+            deadline: DEFAULT_DEADLINE,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// How one component's conversion ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "outcome")]
+pub enum ComponentOutcome {
+    /// Converted (or found converted already).
+    Done {
+        /// What was found.
+        summary: String,
+        /// No port sharing: seconds from moving the static manifest aside to the DaemonSet pod
+        /// serving, when this run made that hand-over.
+        handover_gap_seconds: Option<f64>,
+    },
+    /// Refused before any change.
+    Refused {
+        /// Why.
+        reason: String,
+        /// What to do.
+        fix: String,
+    },
+    /// Failed, and the node was put back as it was.
+    RolledBack {
+        /// What failed.
+        reason: String,
+    },
+    /// Failed, and putting the node back failed too.
+    Failed {
+        /// What failed.
+        reason: String,
+        /// The state the node is in.
+        state: String,
+    },
+    /// Stopped on request at a safe point.
+    Interrupted {
+        /// The step it stopped before.
+        step: String,
+    },
+}
+
+impl ComponentOutcome {
+    /// The outcome's name in events: `done`, `refused`, `rolled-back`, `failed`, `interrupted`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ComponentOutcome::Done { .. } => "done",
+            ComponentOutcome::Refused { .. } => "refused",
+            ComponentOutcome::RolledBack { .. } => "rolled-back",
+            ComponentOutcome::Failed { .. } => "failed",
+            ComponentOutcome::Interrupted { .. } => "interrupted",
+        }
+    }
+
+    /// What happened, in words.
+    pub fn message(&self) -> String {
+        match self {
+            ComponentOutcome::Done {
+                summary,
+                handover_gap_seconds: Some(gap),
+            } => format!("{summary}; the hand-over without port sharing took {gap:.2}s"),
+            ComponentOutcome::Done { summary, .. } => summary.clone(),
+            ComponentOutcome::Refused { reason, fix } => format!("{reason}; {fix}"),
+            ComponentOutcome::RolledBack { reason } => {
+                format!("{reason}; the node was put back as it was")
+            }
+            ComponentOutcome::Failed { reason, state } => format!("{reason}. State: {state}"),
+            ComponentOutcome::Interrupted { step } => format!("stopped before {step}"),
+        }
+    }
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConvertReport {
+    /// Each component worked on, in order, with its outcome.
+    pub components: Vec<(Component, ComponentOutcome)>,
+    /// Where static manifests moved aside are kept.
+    pub backup_dir: PathBuf,
+}
+
+impl ConvertReport {
+    /// The first component that did not end done, if any.
+    pub fn first_problem(&self) -> Option<&(Component, ComponentOutcome)> {
+        self.components
+            .iter()
+            .find(|(_, o)| !matches!(o, ComponentOutcome::Done { .. }))
+    }
+}
+
+/// Why a conversion could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// The node's files are missing or unusable (nothing was changed when preflight says so).
+    #[error(transparent)]
+    Files(#[from] FilesError),
+    /// No node of that name.
+    #[error(
+        "the cluster has no node named {0:?}; pass --node with this host's node name (kubectl get nodes)"
+    )]
+    UnknownNode(String),
+    /// A manifest or template cannot be converted.
+    #[error(transparent)]
+    Conversion(#[from] ConversionError),
+    /// An API call failed for good.
+    #[error(transparent)]
+    Api(#[from] ApiCallError),
+    /// The watches did not list in time.
+    #[error(transparent)]
+    View(#[from] ViewTimeout),
+    /// A Secret the static pod needs a file from is missing, or lacks the key.
+    #[error("Secret kube-system/{secret} has no key {key:?}; cannot write {path}")]
+    MissingSecretData {
+        /// The Secret.
+        secret: String,
+        /// The key.
+        key: String,
+        /// The file it was to be written to.
+        path: String,
+    },
+}
+
+impl ConvertError {
+    /// Whether the error is the user's input (exit 2) rather than the cluster's state.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            ConvertError::Files(_) | ConvertError::UnknownNode(_) | ConvertError::Conversion(_)
+        )
+    }
+}

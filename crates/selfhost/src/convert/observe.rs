@@ -1,0 +1,347 @@
+//! What a conversion sees: watched caches of the objects it decides on, the node's disk, and
+//! the serving judgement of the upgrade engine (a kube-apiserver serves once its own identity
+//! Lease appears, not when a probe on a shared port says Ready).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use selfhost_core::Component;
+use selfhost_core::component::{APP_LABEL, MIRROR_ANNOTATION, NAMESPACE};
+use selfhost_core::control_plane::{COMPONENT_LABEL, TIER_LABEL};
+use selfhost_core::conversion::decide::NodeComponent;
+use selfhost_core::conversion::{NODE_GATE_VALUE, is_gated, node_gate_label, permits_port_sharing};
+use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
+use selfhost_core::observation::{
+    ApiHealth, DaemonSetObservation, IDENTITY_LABEL, NodeObservation, Observation, PodObservation,
+};
+use selfhost_core::pivot::{PivotOptions, Target, pod_serves};
+use selfhost_core::version::KubeVersion;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::files::{FilesError, NodeFiles};
+use crate::identity::IdentityTracker;
+use crate::view::{Shared, ViewTimeout, spawn_reflector};
+
+/// Watches the kube-system Leases into a store, and shows every version of every Lease to the
+/// identity tracker as it arrives. Two kube-apiservers on one host take the same identity Lease
+/// over from each other on every renewal; when their renewals fall together, only the watch
+/// events show the first writer — the cache holds the last one.
+fn spawn_lease_reflector(
+    api: Api<Lease>,
+    shared: &Arc<Shared>,
+    identities: &Arc<Mutex<IdentityTracker>>,
+) -> (Store<Lease>, JoinHandle<()>) {
+    let (store, writer) = reflector::store::<Lease>();
+    let shared = Arc::clone(shared);
+    let identities = Arc::clone(identities);
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .boxed();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
+                    let is_identity = lease
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .is_some_and(|l| l.contains_key(IDENTITY_LABEL));
+                    if is_identity && let Ok(mut tracker) = identities.lock() {
+                        tracker.observe(&[Arc::new(lease)], Timestamp::now());
+                    }
+                    shared.changes.send_modify(|n| *n += 1);
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                Ok(watcher::Event::Delete(_)) => shared.changes.send_modify(|n| *n += 1),
+                Err(err) => {
+                    if let Ok(mut last) = shared.last_error.lock() {
+                        *last = Some(err.to_string());
+                    }
+                }
+            }
+        }
+    });
+    (store, task)
+}
+
+/// The watched caches of a conversion.
+pub struct ConversionView {
+    /// DaemonSets in kube-system.
+    pub daemonsets: Store<DaemonSet>,
+    /// Pods of the self-hosted DaemonSets.
+    pub pods: Store<Pod>,
+    /// Control-plane static pods' mirror pods (and anything else labelled `tier=control-plane`).
+    pub mirrors: Store<Pod>,
+    /// Every node (the gate labels are read from them).
+    pub nodes: Store<Node>,
+    /// Leases in kube-system (apiserver identities).
+    pub leases: Store<Lease>,
+    changes: watch::Receiver<u64>,
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+    identities: Arc<Mutex<IdentityTracker>>,
+}
+
+impl Drop for ConversionView {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl ConversionView {
+    /// Starts the watches.
+    pub fn start(client: &kube::Client) -> ConversionView {
+        let (sender, changes) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            changes: sender,
+            last_error: Arc::default(),
+        });
+        let apps: Vec<String> = Component::ALL.iter().map(|c| c.app_label_value()).collect();
+        let in_ns = || Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+        let (daemonsets, t1) = spawn_reflector(
+            Api::<DaemonSet>::namespaced(client.clone(), NAMESPACE),
+            watcher::Config::default(),
+            &shared,
+        );
+        let (pods, t2) = spawn_reflector(
+            in_ns(),
+            watcher::Config::default().labels(&format!("{APP_LABEL} in ({})", apps.join(","))),
+            &shared,
+        );
+        let (mirrors, t3) = spawn_reflector(
+            in_ns(),
+            watcher::Config::default().labels(&format!("{TIER_LABEL}=control-plane")),
+            &shared,
+        );
+        let (nodes, t4) = spawn_reflector(
+            Api::<Node>::all(client.clone()),
+            watcher::Config::default(),
+            &shared,
+        );
+        let identities = Arc::new(Mutex::new(IdentityTracker::default()));
+        let (leases, t5) = spawn_lease_reflector(
+            Api::<Lease>::namespaced(client.clone(), NAMESPACE),
+            &shared,
+            &identities,
+        );
+        ConversionView {
+            daemonsets,
+            pods,
+            mirrors,
+            nodes,
+            leases,
+            changes,
+            shared,
+            tasks: vec![t1, t2, t3, t4, t5],
+            identities,
+        }
+    }
+
+    /// Waits until every watch has listed once.
+    pub async fn ready(&self, timeout: Duration) -> Result<(), ViewTimeout> {
+        let all = async {
+            let _ = self.daemonsets.wait_until_ready().await;
+            let _ = self.pods.wait_until_ready().await;
+            let _ = self.mirrors.wait_until_ready().await;
+            let _ = self.nodes.wait_until_ready().await;
+            let _ = self.leases.wait_until_ready().await;
+        };
+        tokio::time::timeout(timeout, all)
+            .await
+            .map_err(|_| ViewTimeout {
+                what: "the first list of the cluster's control-plane objects".into(),
+                waited: timeout,
+                last_error: self.shared.last_error.lock().ok().and_then(|e| e.clone()),
+            })
+    }
+
+    /// Waits for the next change of a watched object, or until `deadline`.
+    pub async fn next_change(&mut self, deadline: Instant) {
+        self.changes.borrow_and_update();
+        let _ = tokio::time::timeout_at(deadline, self.changes.changed()).await;
+    }
+
+    /// The cached DaemonSet of `component`.
+    pub fn daemonset(&self, component: Component) -> Option<Arc<DaemonSet>> {
+        let name = component.daemonset_name();
+        self.daemonsets
+            .state()
+            .into_iter()
+            .find(|d| d.metadata.name.as_deref() == Some(name.as_str()))
+    }
+
+    /// The cached node `name`.
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes
+            .state()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+    }
+
+    /// The nodes carrying the gate label of `component`.
+    pub fn gated_nodes(&self, component: Component) -> Vec<String> {
+        let key = node_gate_label(component);
+        let mut names: Vec<String> = self
+            .nodes
+            .state()
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(&key))
+                    .is_some_and(|v| v == NODE_GATE_VALUE)
+            })
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The mirror pod of `component`'s static pod on `node`.
+    pub fn mirror(&self, component: Component, node: &str) -> Option<Arc<Pod>> {
+        self.mirrors.state().into_iter().find(|p| {
+            p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+                && p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(COMPONENT_LABEL))
+                    .is_some_and(|c| c == component.name())
+                && p.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+        })
+    }
+
+    /// One observation of `component` on `node`.
+    pub fn observe(
+        &mut self,
+        component: Component,
+        node: &str,
+        files: &NodeFiles,
+        deadline: Timestamp,
+    ) -> Result<NodeComponent, FilesError> {
+        let now = Timestamp::now();
+        let manifest = files.manifest(component)?;
+        let backup = files.backup(component)?;
+        let live = self.daemonset(component);
+        let daemonset = live.as_ref().map(|ds| {
+            let uid = ds.metadata.uid.as_deref();
+            let owned: Vec<Pod> = self
+                .pods
+                .state()
+                .iter()
+                .filter(|p| {
+                    p.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|r| Some(r.uid.as_str()) == uid)
+                })
+                .map(|p| (**p).clone())
+                .collect();
+            DaemonSetObservation::from_daemonset(ds, &owned)
+        });
+        let mirror = self
+            .mirror(component, node)
+            .map(|p| PodObservation::from_pod(&p));
+        let identity: Vec<Arc<Lease>> = self
+            .leases
+            .state()
+            .into_iter()
+            .filter(|l| {
+                l.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|labels| labels.contains_key(IDENTITY_LABEL))
+            })
+            .collect();
+        let identity_leases = match self.identities.lock() {
+            Ok(mut tracker) => tracker.observe(&identity, now),
+            // A panicked watch task leaves no memory: nothing vouches for a new process.
+            Err(_) => Vec::new(),
+        };
+        let nodes: Vec<NodeObservation> = self
+            .nodes
+            .state()
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(CONTROL_PLANE_NODE_LABEL))
+            })
+            .map(|n| NodeObservation::from_node(n))
+            .collect();
+        // The serving judgement sees every process of the component on the node: the DaemonSet
+        // pods and the static pod, so that one cannot vouch for the other.
+        let mut everyone = daemonset
+            .clone()
+            .unwrap_or_else(|| DaemonSetObservation::from_daemonset(&DaemonSet::default(), &[]));
+        everyone.pods.extend(mirror.clone());
+        let judged = Observation {
+            component,
+            now,
+            real: Some(everyone),
+            backup: None,
+            nodes,
+            api: ApiHealth::default(),
+            identity_leases,
+            leader_lease: None,
+        };
+        let target = Target {
+            // Serving is judged without regard to versions; the target only lends its options.
+            version: KubeVersion::new(1, 0, 0),
+            template: Default::default(),
+            run_started_at: now,
+            options: PivotOptions::default(),
+        };
+        let serving = |pod: Option<&PodObservation>, what: &str| match pod {
+            None => Err(format!("{node}: no {what} pod")),
+            Some(pod) => pod_serves(&judged, &target, pod).map(|_| ()),
+        };
+        let ds_pod = daemonset
+            .as_ref()
+            .and_then(|ds| ds.pods_on(node).find(|p| !p.is_terminating()));
+        let daemonset_pod_serving = serving(ds_pod, "DaemonSet");
+        let mirror_serving = serving(mirror.as_ref(), "static (mirror)");
+        let on_disk = manifest.as_ref().or(backup.as_ref());
+        Ok(NodeComponent {
+            component,
+            node: node.to_string(),
+            now,
+            deadline,
+            manifest_on_disk: manifest.is_some(),
+            manifest_in_backup: backup.is_some(),
+            static_permits_port_sharing: on_disk
+                .and_then(|p| p.spec.as_ref())
+                .is_some_and(permits_port_sharing),
+            daemonset_gated: live.as_ref().is_some_and(|ds| {
+                is_gated(
+                    component,
+                    ds.spec.as_ref().and_then(|s| s.template.spec.as_ref()),
+                )
+            }),
+            daemonset,
+            gated_nodes: self.gated_nodes(component),
+            mirror,
+            mirror_serving,
+            daemonset_pod_serving,
+        })
+    }
+}

@@ -1,0 +1,138 @@
+//! Before any change: the node's files, the node, every manifest and template, and what the
+//! first decision of each component would be. Bad input and refusals are found here, so that
+//! a refused run has changed nothing.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use selfhost_core::Component;
+use selfhost_core::conversion::decide::{ConvertStep, Direction, Mode, next_step};
+use selfhost_core::conversion::{
+    permits_port_sharing, self_hosted_daemonset, static_pod_from_template,
+};
+use selfhost_core::daemonset::DaemonSetOptions;
+use serde::Serialize;
+
+use super::files::NodeFiles;
+use super::observe::ConversionView;
+use super::to_self_hosted::certificate_uploads;
+use super::{ConvertError, ConvertRequest};
+use crate::error::FailureKind;
+use crate::retry::with_retries;
+
+/// What a run will do with one component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ComponentPlan {
+    /// The component.
+    pub component: Component,
+    /// `convert`, `skip` (already where the direction leads) or `refuse`.
+    pub action: String,
+    /// What the first decision says, in words.
+    pub detail: String,
+    /// Whether the static pod permits port sharing (to self-hosted: then the DaemonSet pod
+    /// starts beside it and the API stays up on this node; otherwise there is a gap).
+    pub port_sharing: bool,
+}
+
+/// What a run will do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConversionPlan {
+    /// Which way.
+    pub direction: Direction,
+    /// The node.
+    pub node: String,
+    /// Where manifests moved aside go.
+    pub backup_dir: String,
+    /// One entry per component, in order.
+    pub components: Vec<ComponentPlan>,
+}
+
+impl ConversionPlan {
+    /// The refusals, in words; empty when the run may proceed.
+    pub fn refusals(&self) -> Vec<String> {
+        self.components
+            .iter()
+            .filter(|c| c.action == "refuse")
+            .map(|c| format!("{}: {}", c.component, c.detail))
+            .collect()
+    }
+
+    /// Whether there is anything to do.
+    pub fn has_work(&self) -> bool {
+        self.components.iter().any(|c| c.action == "convert")
+    }
+}
+
+/// Checks the request against the node and the cluster and says what a run would do.
+pub async fn plan(
+    view: &mut ConversionView,
+    client: &kube::Client,
+    request: &ConvertRequest,
+) -> Result<ConversionPlan, ConvertError> {
+    let files = NodeFiles::open(&request.manifests_dir)?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    match with_retries(
+        &format!("get node {}", request.node),
+        &request.retry,
+        || nodes.get(&request.node),
+    )
+    .await
+    {
+        Ok(_) => {}
+        Err(e) if e.kind == FailureKind::NotFound => {
+            return Err(ConvertError::UnknownNode(request.node.clone()));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let options = DaemonSetOptions {
+        certs_in_secrets: request.certs_in_secrets,
+    };
+    let far = Timestamp::now() + Duration::from_secs(3600);
+    let mut components = Vec::new();
+    for component in Component::ALL {
+        let manifest = files.manifest(component)?;
+        let backup = files.backup(component)?;
+        match request.direction {
+            Direction::ToSelfHosted => {
+                if let Some(pod) = &manifest {
+                    let ds = self_hosted_daemonset(component, pod, &options)?;
+                    if request.certs_in_secrets {
+                        certificate_uploads(&ds, &request.host_root)?;
+                    }
+                }
+            }
+            Direction::ToStatic => {
+                if let Some(ds) = view.daemonset(component) {
+                    let template = ds.spec.clone().unwrap_or_default().template;
+                    static_pod_from_template(component, &template)?;
+                }
+            }
+        }
+        let obs = view.observe(component, &request.node, &files, far)?;
+        let first = next_step(request.direction, &Mode::Forward, &obs);
+        let action = match first {
+            ConvertStep::Done { .. } => "skip",
+            ConvertStep::Refuse { .. } => "refuse",
+            _ => "convert",
+        };
+        let port_sharing = manifest
+            .as_ref()
+            .or(backup.as_ref())
+            .and_then(|p| p.spec.as_ref())
+            .is_some_and(permits_port_sharing);
+        components.push(ComponentPlan {
+            component,
+            action: action.to_string(),
+            detail: first.to_string(),
+            port_sharing,
+        });
+    }
+    Ok(ConversionPlan {
+        direction: request.direction,
+        node: request.node.clone(),
+        backup_dir: files.backup_dir.display().to_string(),
+        components,
+    })
+}

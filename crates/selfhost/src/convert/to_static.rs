@@ -1,0 +1,65 @@
+//! The actions only `convert to-static` takes: writing the static manifest from the
+//! DaemonSet's template, with the files it used to read from Secrets written to the host where
+//! they are missing.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use selfhost_core::Component;
+use selfhost_core::component::NAMESPACE;
+use selfhost_core::conversion::{secret_files, static_pod_from_template};
+
+use super::files::{NodeFiles, write_secret_file};
+use super::{ConvertError, ConvertRequest};
+use crate::retry::with_retries;
+
+/// Writes the static manifest of `component` from `ds`; returns the files written from
+/// Secrets (paths only).
+pub(super) async fn write_manifest(
+    client: &kube::Client,
+    request: &ConvertRequest,
+    files: &NodeFiles,
+    component: Component,
+    ds: &DaemonSet,
+) -> Result<Vec<String>, ConvertError> {
+    let template = ds.spec.clone().unwrap_or_default().template;
+    let pod = static_pod_from_template(component, &template)?;
+    let needed = template.spec.as_ref().map(secret_files).unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut secrets: BTreeMap<String, Secret> = BTreeMap::new();
+    let mut written = Vec::new();
+    for file in needed {
+        if request
+            .host_root
+            .join(file.path.trim_start_matches('/'))
+            .exists()
+        {
+            continue;
+        }
+        if !secrets.contains_key(&file.secret) {
+            let secret = with_retries(
+                &format!("get Secret kube-system/{}", file.secret),
+                &request.retry,
+                || api.get(&file.secret),
+            )
+            .await?;
+            secrets.insert(file.secret.clone(), secret);
+        }
+        let content = secrets
+            .get(&file.secret)
+            .and_then(|s| s.data.as_ref())
+            .and_then(|d| d.get(&file.key))
+            .ok_or_else(|| ConvertError::MissingSecretData {
+                secret: file.secret.clone(),
+                key: file.key.clone(),
+                path: file.path.clone(),
+            })?;
+        if write_secret_file(&request.host_root, &file.path, &content.0, file.mode)? {
+            written.push(file.path.clone());
+        }
+    }
+    files.write_manifest(component, &pod)?;
+    Ok(written)
+}
