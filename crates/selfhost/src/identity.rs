@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -39,27 +38,6 @@ pub struct IdentityTracker {
 struct LeaseHistory {
     current: Option<String>,
     holders: BTreeMap<String, IdentitySighting>,
-    /// The renewal time of the first state of the Lease seen.
-    watched_since: Option<Timestamp>,
-    /// The longest interval seen between two renewals by the same holder: how often each
-    /// process renews (10 s for kube-apiserver).
-    period: Option<Duration>,
-}
-
-impl LeaseHistory {
-    /// Whether a holder first seen at `renewed` is new, not one that was already renewing
-    /// when the watch began and had not come round yet: the Lease has been watched for more
-    /// than a renewal period (a quarter more for late renewals), so every holder alive
-    /// throughout would have shown up. Until a period is known nothing is new.
-    fn is_new_holder_at(&self, renewed: Timestamp) -> bool {
-        match (self.watched_since, self.period) {
-            (Some(since), Some(period)) => {
-                let watched = Duration::try_from(renewed.duration_since(since)).unwrap_or_default();
-                watched > period + period / 4
-            }
-            _ => false,
-        }
-    }
 }
 
 impl IdentityTracker {
@@ -69,35 +47,24 @@ impl IdentityTracker {
         let Some(sighting) = IdentitySighting::from_lease(lease) else {
             return;
         };
-        let renewed = sighting.last_renewed.unwrap_or(now);
         let history = self.leases.entry(sighting.lease.clone()).or_default();
-        history.watched_since.get_or_insert(renewed);
         let taken_over = history
             .current
             .as_ref()
             .is_some_and(|previous| *previous != sighting.holder);
-        // Decided before the entry is borrowed: a holder first seen replacing another, after
-        // the Lease was watched long enough that it cannot be one that was already renewing.
-        let dated = taken_over
-            && !history.holders.contains_key(&sighting.holder)
-            && history.is_new_holder_at(renewed);
         let entry = history
             .holders
             .entry(sighting.holder.clone())
             .or_insert_with(|| {
                 let mut first = sighting.clone();
-                if first.holder_since.is_none() && dated {
-                    // It started holding at this renewal.
-                    first.holder_since = Some(renewed);
+                if first.holder_since.is_none() && taken_over {
+                    // Seen replacing another holder: it started holding at this renewal.
+                    first.holder_since = sighting.last_renewed.or(Some(now));
                 }
                 first
             });
-        if let (Some(previous), Some(latest)) = (entry.last_renewed, sighting.last_renewed)
-            && latest > previous
-        {
-            let interval = Duration::try_from(latest.duration_since(previous)).unwrap_or_default();
-            history.period = history.period.max(Some(interval));
-            entry.last_renewed = Some(latest);
+        if sighting.last_renewed > entry.last_renewed {
+            entry.last_renewed = sighting.last_renewed;
         }
         if entry.holder_since.is_none() {
             entry.holder_since = sighting.holder_since;
@@ -258,43 +225,20 @@ mod tests {
             first[0].holder_since, None,
             "already there when we started: unproven"
         );
-        // The old process renews every 10 s: watched for longer than that, a new holder is new.
-        tracker.observe(&[lease("apiserver-abc", "old-process", 0, 110)], ts(110));
-        let later = tracker.observe(&[lease("apiserver-abc", "new-process", 0, 125)], ts(125));
+
+        let later = tracker.observe(&[lease("apiserver-abc", "new-process", 0, 110)], ts(110));
         let new = later
             .iter()
             .find(|s| s.holder == "new-process")
             .expect("new holder");
-        assert_eq!(new.holder_since, Some(ts(125)));
+        assert_eq!(new.holder_since, Some(ts(110)));
         // The old process is remembered while its last renewal is fresh.
         assert!(later.iter().any(|s| s.holder == "old-process"));
 
         let much_later = tracker.observe(&[lease("apiserver-abc", "new-process", 0, 200)], ts(200));
         assert_eq!(much_later.len(), 1, "the old holder went stale");
-        assert_eq!(much_later[0].holder_since, Some(ts(125)));
+        assert_eq!(much_later[0].holder_since, Some(ts(110)));
         assert_eq!(much_later[0].last_renewed, Some(ts(200)));
-    }
-
-    #[test]
-    fn holders_that_take_turns_from_the_start_are_not_dated() {
-        // A run resumed while two processes share the host's Lease: each shows up within a
-        // renewal period of the watch starting, so neither is new.
-        let mut tracker = IdentityTracker::default();
-        for (holder, renewed) in [("a", 100), ("b", 104), ("a", 110), ("b", 114), ("a", 120)] {
-            tracker.record(&lease("apiserver-abc", holder, 0, renewed), ts(renewed));
-        }
-        let seen = tracker.sightings(ts(121));
-        assert_eq!(seen.len(), 2);
-        assert!(seen.iter().all(|s| s.holder_since.is_none()), "{seen:?}");
-    }
-
-    #[test]
-    fn a_holder_seen_before_a_renewal_period_is_known_is_not_dated() {
-        let mut tracker = IdentityTracker::default();
-        tracker.record(&lease("apiserver-abc", "old", 0, 100), ts(100));
-        tracker.record(&lease("apiserver-abc", "new", 0, 150), ts(150));
-        let seen = tracker.sightings(ts(151));
-        assert!(seen.iter().all(|s| s.holder_since.is_none()), "{seen:?}");
     }
 
     #[test]
@@ -303,21 +247,20 @@ mod tests {
         // and the new one holds it only between the two writes. Every change counts.
         let mut tracker = IdentityTracker::default();
         tracker.record(&lease("apiserver-abc", "old-process", 0, 100), ts(100));
-        tracker.record(&lease("apiserver-abc", "old-process", 0, 110), ts(110));
-        tracker.record(&lease("apiserver-abc", "new-process", 0, 120), ts(120));
-        tracker.record(&lease("apiserver-abc", "old-process", 0, 120), ts(120));
-        let seen = tracker.sightings(ts(121));
+        tracker.record(&lease("apiserver-abc", "new-process", 0, 101), ts(101));
+        tracker.record(&lease("apiserver-abc", "old-process", 0, 101), ts(101));
+        let seen = tracker.sightings(ts(102));
         let new = seen
             .iter()
             .find(|s| s.holder == "new-process")
             .expect("the brief holder is remembered");
-        assert_eq!(new.holder_since, Some(ts(120)));
+        assert_eq!(new.holder_since, Some(ts(101)));
         let old = seen
             .iter()
             .find(|s| s.holder == "old-process")
             .expect("old");
         assert_eq!(old.holder_since, None, "never seen taking over");
-        assert_eq!(old.last_renewed, Some(ts(120)));
+        assert_eq!(old.last_renewed, Some(ts(101)));
     }
 
     #[test]
