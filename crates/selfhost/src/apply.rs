@@ -4,10 +4,13 @@
 
 use k8s_openapi::jiff::Timestamp;
 use selfhost_core::Component;
+use selfhost_core::disruption::{ClusterShape, expected_disruption};
 use selfhost_core::pivot::{PivotOptions, Target};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Events;
+use crate::measure::ComponentDisruption;
 use crate::observe::Observer;
 use crate::target::Targets;
 use crate::upgrade::{ComponentOutcome, ExecuteError, ExecuteOptions, run_component};
@@ -62,6 +65,9 @@ pub struct RunReport {
     pub outcome: RunOutcome,
     /// Each component that was worked on, with its outcome and seconds spent.
     pub components: Vec<(Component, ComponentOutcome, f64)>,
+    /// Each component that was worked on: the disruption expected on this cluster and what
+    /// the engine measured.
+    pub disruption: Vec<ComponentDisruption>,
 }
 
 /// How to run.
@@ -93,6 +99,7 @@ pub async fn apply(
     let mut report = RunReport {
         outcome: RunOutcome::Done,
         components: Vec::new(),
+        disruption: Vec::new(),
     };
     let mut upgraded: Vec<Component> = Vec::new();
     for component in Component::ALL {
@@ -106,6 +113,12 @@ pub async fn apply(
             options: pivot.clone(),
         };
         let started = events.elapsed();
+        let started_at = Instant::now();
+        // One fresh probe per component, so that its measurement starts from a known state;
+        // then the shape before anything changes, as the plan saw it.
+        observer.api_health(std::time::Duration::ZERO).await;
+        let before = observer.observe(component).await;
+        let expected = expected_disruption(component, &ClusterShape::observe(&before, template));
         let outcome = run_component(
             observer, client, component, &target, execute, events, cancel,
         )
@@ -113,6 +126,11 @@ pub async fn apply(
         report
             .components
             .push((component, outcome.clone(), events.elapsed() - started));
+        report.disruption.push(ComponentDisruption {
+            component,
+            expected,
+            measured: observer.measured(started_at, Instant::now()),
+        });
         let stop = match outcome {
             ComponentOutcome::Done { .. } => {
                 upgraded.push(component);

@@ -10,6 +10,7 @@ pub mod events;
 pub mod execute;
 pub mod health;
 pub mod identity;
+pub mod measure;
 pub mod observe;
 pub mod plan;
 pub mod prepull;

@@ -2,13 +2,13 @@
 //!
 //! Every decision reads the cluster afresh: the view's caches (kept current by watches, so
 //! this costs no request) and the API's health (probed at most once per `HEALTH_MAX_AGE`).
-//! The only memory is the identity tracker (see `identity.rs`).
+//! The only memory is the identity tracker, fed by its own watch (see `identity.rs`), and the
+//! record of what the run cost (see `measure.rs`), which decides nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -26,7 +26,8 @@ use tokio::time::Instant;
 use crate::client::Clients;
 use crate::error::ApiCallError;
 use crate::health;
-use crate::identity::IdentityTracker;
+use crate::identity::LeaseWatch;
+use crate::measure::{MeasuredDisruption, Recorder};
 use crate::retry::{RetryPolicy, with_retries};
 use crate::view::{ClusterView, ViewTimeout};
 
@@ -39,7 +40,7 @@ pub struct Observer {
     pub view: ClusterView,
     api: kube::Client,
     probe: kube::Client,
-    identities: IdentityTracker,
+    leases: LeaseWatch,
     health: Option<(Instant, ApiHealth)>,
 }
 
@@ -63,8 +64,17 @@ impl Observer {
             view: ClusterView::start(&clients.api),
             api: clients.api.clone(),
             probe: clients.probe.clone(),
-            identities: IdentityTracker::default(),
+            leases: LeaseWatch::start(&clients.api),
             health: None,
+        }
+    }
+
+    /// Waits for the next change of anything watched (the identity Leases' every change
+    /// included), or until `deadline`; returns whether something changed.
+    pub async fn next_change(&mut self, deadline: Instant) -> bool {
+        tokio::select! {
+            changed = self.view.next_change(deadline) => changed,
+            () = self.leases.changed() => true,
         }
     }
 
@@ -95,8 +105,21 @@ impl Observer {
             readyz_detail: ready.problem,
             git_version,
         };
-        self.health = Some((Instant::now(), health.clone()));
+        let now = Instant::now();
+        if let Ok(mut recorder) = self.leases.recorder().lock() {
+            recorder.probe(now, &health);
+        }
+        self.health = Some((now, health.clone()));
         health
+    }
+
+    /// What the engine saw of the API's health and of leader changes in `[from, to]`.
+    pub fn measured(&self, from: Instant, to: Instant) -> MeasuredDisruption {
+        match self.leases.recorder().lock() {
+            Ok(recorder) => recorder.measure(from, to),
+            // Never poisoned (nothing panics while it is held); an empty record then.
+            Err(_) => Recorder::default().measure(from, to),
+        }
     }
 
     /// The cached DaemonSet `name` in kube-system, if it exists.
@@ -129,19 +152,17 @@ impl Observer {
             .map(|n| NodeObservation::from_node(n))
             .collect();
         let leases = self.view.leases.state();
-        let is_identity = |l: &&Arc<Lease>| {
-            l.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|labels| labels.contains_key(IDENTITY_LABEL))
-        };
-        // First every version the watch delivered, in order, so that a holder overwritten
-        // before this observation (processes sharing a host's Lease) is seen too.
-        for version in self.view.lease_versions.take().iter().filter(is_identity) {
-            self.identities.observe(std::slice::from_ref(version), now);
-        }
-        let identity: Vec<_> = leases.iter().filter(is_identity).cloned().collect();
-        let identity_leases = self.identities.observe(&identity, now);
+        let identity: Vec<_> = leases
+            .iter()
+            .filter(|l| {
+                l.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|labels| labels.contains_key(IDENTITY_LABEL))
+            })
+            .cloned()
+            .collect();
+        let identity_leases = self.leases.observe(&identity, now);
         let leader_lease = component.leader_lease_name().and_then(|name| {
             leases
                 .iter()

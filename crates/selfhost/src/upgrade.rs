@@ -233,7 +233,7 @@ pub async fn run_component(
                 wake = wake.min(instant_of(at).max(Instant::now() + Duration::from_millis(10)));
             }
             tokio::select! {
-                _ = observer.view.next_change(wake) => {}
+                _ = observer.next_change(wake) => {}
                 _ = cancel.cancelled() => {}
             }
             continue;
@@ -286,9 +286,23 @@ pub async fn run_component(
                 );
                 let _ = observer
                     .view
-                    .wait_until("our write to show in the watch", deadline, |v| {
-                        v.shows(kind, &name, resource_version.as_deref(), deletion)
-                    })
+                    .wait_until(
+                        "our write to show in the watch",
+                        deadline,
+                        |v| match &step {
+                            // The Lease we deleted is gone from the cache, or already recreated
+                            // by a standby (a different resourceVersion).
+                            Step::HandOverLease {
+                                lease,
+                                resource_version: deleted,
+                                ..
+                            } => v.leases.state().iter().all(|l| {
+                                l.metadata.name.as_deref() != Some(lease.as_str())
+                                    || l.metadata.resource_version.as_ref() != Some(deleted)
+                            }),
+                            _ => v.shows(kind, &name, resource_version.as_deref(), deletion),
+                        },
+                    )
                     .await;
             }
             Applied::Superseded { why } => {
@@ -299,10 +313,7 @@ pub async fn run_component(
                 // milliseconds; wait for the view to change, for at most READ_OWN_WRITE in all.
                 repeats -= 1;
                 superseded_since.get_or_insert_with(Instant::now);
-                let _ = observer
-                    .view
-                    .next_change(Instant::now() + SUPERSEDED_WAIT)
-                    .await;
+                let _ = observer.next_change(Instant::now() + SUPERSEDED_WAIT).await;
             }
         }
     };

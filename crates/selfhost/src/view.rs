@@ -39,11 +39,6 @@ pub struct ClusterView {
     pub nodes: Store<Node>,
     /// Leases in kube-system (leader election, apiserver identity).
     pub leases: Store<Lease>,
-    /// Every version of a Lease the watch delivered, oldest first, until taken: two
-    /// apiserver processes of one host overwrite each other's holder on their shared identity
-    /// Lease, and a cache snapshot shows only the last writer; the versions in between show
-    /// the other.
-    pub lease_versions: LeaseVersions,
     changes: watch::Receiver<u64>,
     last_error: Arc<Mutex<Option<String>>>,
     tasks: Vec<JoinHandle<()>>,
@@ -69,34 +64,6 @@ pub struct ViewTimeout {
     pub last_error: Option<String>,
 }
 
-/// The Lease versions a watch delivered and nobody took yet (see
-/// [`ClusterView::lease_versions`]).
-#[derive(Clone, Default)]
-pub struct LeaseVersions(Arc<Mutex<Vec<Arc<Lease>>>>);
-
-/// More versions than this between two observations are dropped, oldest first (the
-/// observation reads the cache as well, so only a hand-over could be missed).
-const MAX_LEASE_VERSIONS: usize = 1_000;
-
-impl LeaseVersions {
-    fn push(&self, lease: &Lease) {
-        if let Ok(mut versions) = self.0.lock() {
-            if versions.len() >= MAX_LEASE_VERSIONS {
-                versions.remove(0);
-            }
-            versions.push(Arc::new(lease.clone()));
-        }
-    }
-
-    /// The versions delivered since the last call, oldest first.
-    pub fn take(&self) -> Vec<Arc<Lease>> {
-        self.0
-            .lock()
-            .map(|mut versions| std::mem::take(&mut *versions))
-            .unwrap_or_default()
-    }
-}
-
 pub(crate) struct Shared {
     pub(crate) changes: watch::Sender<u64>,
     pub(crate) last_error: Arc<Mutex<Option<String>>>,
@@ -111,20 +78,6 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    spawn_reflector_with(api, config, shared, |_| {})
-}
-
-/// [`spawn_reflector`], calling `on_version` with every object version the watch delivers.
-fn spawn_reflector_with<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    shared: &Arc<Shared>,
-    on_version: impl Fn(&K) + Send + 'static,
-) -> (Store<K>, JoinHandle<()>)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
     let (store, writer) = reflector::store::<K>();
     let shared = Arc::clone(shared);
     let task = tokio::spawn(async move {
@@ -134,12 +87,8 @@ where
             .boxed();
         while let Some(item) = stream.next().await {
             match item {
-                Ok(watcher::Event::InitApply(object)) => on_version(&object),
-                Ok(watcher::Event::Init) => {}
-                Ok(event) => {
-                    if let watcher::Event::Apply(object) = &event {
-                        on_version(object);
-                    }
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                Ok(_) => {
                     shared.changes.send_modify(|n| *n += 1);
                 }
                 Err(err) => {
@@ -188,23 +137,17 @@ impl ClusterView {
             watcher::Config::default().labels(CONTROL_PLANE_NODE_LABEL),
             &shared,
         );
-        let lease_versions = LeaseVersions::default();
-        let (leases, t5) = {
-            let versions = lease_versions.clone();
-            spawn_reflector_with(
-                Api::<Lease>::namespaced(ns(client), NAMESPACE),
-                watcher::Config::default(),
-                &shared,
-                move |lease: &Lease| versions.push(lease),
-            )
-        };
+        let (leases, t5) = spawn_reflector(
+            Api::<Lease>::namespaced(ns(client), NAMESPACE),
+            watcher::Config::default(),
+            &shared,
+        );
         ClusterView {
             daemonsets,
             pods,
             backup_pods,
             nodes,
             leases,
-            lease_versions,
             changes,
             last_error,
             tasks: vec![t1, t2, t3, t4, t5],

@@ -323,9 +323,16 @@ pub async fn run_traced(
             Outcome::Refused => "refused",
             Outcome::NotRestored => "not-restored",
         };
-        ui::json_line(
-            &serde_json::json!({"event": "result", "outcome": name, "message": message}),
-        )?;
+        ui::json_line(&serde_json::json!({
+            "event": "result",
+            "outcome": name,
+            "message": message,
+            "disruption": report.disruption,
+        }))?;
+    } else {
+        for line in super::apply_summary::lines(&report.disruption) {
+            ui::say(line);
+        }
     }
     if outcome == Outcome::Done {
         if !json {

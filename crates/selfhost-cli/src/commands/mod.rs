@@ -1,6 +1,7 @@
 //! One module per command.
 
 pub mod apply;
+pub mod apply_summary;
 pub mod cluster;
 pub mod config_file;
 pub mod convert;

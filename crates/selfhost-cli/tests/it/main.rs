@@ -16,6 +16,7 @@ mod resume;
 mod signals;
 mod sim_command;
 mod sim_fidelity;
+mod summary;
 mod terminals;
 mod usage;
 

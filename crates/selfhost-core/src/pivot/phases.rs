@@ -227,9 +227,20 @@ impl Cx<'_> {
             .iter()
             .partition(|pod| self.real.is_current(pod));
         if serving_backup.is_empty() && !kept.iter().any(|p| serves(p)) {
+            let why: Vec<String> = backup
+                .daemonset
+                .pods
+                .iter()
+                .filter_map(|p| pod_serves(self.obs, self.target, p).err())
+                .collect();
             return Some(format!(
-                "no pod of {} serves, and no real pod outside the rollback does",
-                backup.daemonset.name
+                "no pod of {} serves ({}), and no real pod outside the rollback does",
+                backup.daemonset.name,
+                if why.is_empty() {
+                    "it has no pods".to_string()
+                } else {
+                    why.join("; ")
+                }
             ));
         }
         replaced

@@ -13,6 +13,8 @@
 //! - **attribution**: a holder whose [`IdentitySighting::holder_since`] is at or after the
 //!   pod's process start, unless another apiserver process on the host started between the
 //!   two (then the holder could be that one's). Exact when each process has its own Lease.
+//!   Start times are whole seconds; a pod our own template write created started after that
+//!   write, which we time exactly, so a holder seen before the write is never its.
 //! - **counting**: the host has at least as many distinct holders renewed since its newest
 //!   apiserver process started (plus a second, as start times are truncated to seconds) as it
 //!   has running apiserver processes. Each process publishes one identity, so every process
@@ -29,7 +31,9 @@
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{Target, container_name};
+use super::{
+    APPLIED_OVER_GENERATION, ROLLBACK_STARTED_AT, Target, UPDATE_STARTED_AT, container_name,
+};
 use crate::component::Component;
 use crate::observation::{IDENTITY_FRESHNESS, IdentitySighting, Observation, PodObservation, time};
 
@@ -246,9 +250,51 @@ fn ambiguous(
     let Some(since) = sighting.holder_since else {
         return true;
     };
-    let name = container_name(obs);
     obs.all_pods()
         .filter(|other| other.name != pod.name && other.node == pod.node)
-        .filter_map(|other| other.process_started_at(name))
+        .filter_map(|other| started_no_earlier_than(obs, other))
         .any(|other_start| other_start >= started && other_start <= since)
+}
+
+/// The earliest moment `pod`'s apiserver process can have started.
+///
+/// The kubelet reports start times in whole seconds, so two processes started within one
+/// second look simultaneous, and a holder that appeared in that second could be either's. One
+/// more fact is exact: a pod of the real DaemonSet created from a template generation after
+/// the one selfhost last wrote over ([`APPLIED_OVER_GENERATION`]) exists because of that
+/// write, so its process started after it — after [`UPDATE_STARTED_AT`], or
+/// [`ROLLBACK_STARTED_AT`] if the write was a rollback (recorded just before the write, with
+/// the engine's clock). A holder the engine saw before its own update can then be told from
+/// the pods the update created, however close in time (on one node the update follows the
+/// backup's first renewal by well under a second with fast pod latencies).
+fn started_no_earlier_than(obs: &Observation, pod: &PodObservation) -> Option<Timestamp> {
+    let started = pod.process_started_at(container_name(obs))?;
+    Some(match created_after_our_write(obs, pod) {
+        Some(written) => started.max(written),
+        None => started,
+    })
+}
+
+/// When selfhost wrote the real DaemonSet's template that `pod` was created from, if `pod` is
+/// a real pod created from that write.
+fn created_after_our_write(obs: &Observation, pod: &PodObservation) -> Option<Timestamp> {
+    let real = obs.real.as_ref()?;
+    if !real
+        .pods
+        .iter()
+        .any(|p| p.name == pod.name && p.uid == pod.uid)
+    {
+        return None;
+    }
+    let over: i64 = real
+        .annotation(APPLIED_OVER_GENERATION)?
+        .trim()
+        .parse()
+        .ok()?;
+    if pod.template_generation? <= over {
+        return None;
+    }
+    real.annotation(ROLLBACK_STARTED_AT)
+        .or_else(|| real.annotation(UPDATE_STARTED_AT))
+        .and_then(time::parse)
 }

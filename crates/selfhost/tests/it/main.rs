@@ -4,6 +4,7 @@
 mod campaign_regressions;
 mod client;
 mod convert;
+mod handover;
 mod prepull;
 mod retry;
 mod upgrade;
@@ -24,6 +25,14 @@ pub async fn sim() -> SimServer {
     SimServer::start(SimServerOptions::default())
         .await
         .expect("simulator starts")
+}
+
+/// Logs to the test's captured output, filtered by `RUST_LOG` (nothing when unset).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
 }
 
 /// The engine's clients for a simulator, from the kubeconfig it wrote.

@@ -350,15 +350,15 @@ impl ApiFrontEnd {
     }
 
     /// When the set of serving processes next changes by itself (a process finishes
-    /// starting).
-    fn next_change(&self, now: Instant) -> Option<Instant> {
+    /// starting) after `since`; possibly already past.
+    fn next_change(&self, since: Instant) -> Option<Instant> {
         let state = self.lock();
         state
             .nodes
             .values()
             .flat_map(|t| t.values())
             .filter_map(|e| e.serving.times().serves_at)
-            .filter(|at| *at > now)
+            .filter(|at| *at > since)
             .min()
     }
 
@@ -376,12 +376,21 @@ impl ApiFrontEnd {
                 .max(std::time::Duration::from_millis(1)),
         );
         checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Every process that finished starting up to here has been decided on. Only a
+        // re-decision moves it on: when a publication wakes the loop after a process finished
+        // starting but before its timer fired (a busy machine runs both late, and `select!`
+        // picks either), the start is still ahead of it and is decided at once, rather than
+        // forgotten until something else happens to change.
+        let mut decided_until = Instant::now();
         loop {
-            let next = self.next_change(Instant::now());
+            let next = self.next_change(decided_until);
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = self.changed.notified() => {}
-                _ = sleep_until(next) => self.redecide(),
+                _ = sleep_until(next) => {
+                    decided_until = Instant::now();
+                    self.redecide();
+                }
                 _ = checks.tick(), if self.balanced() => self.check_nodes(),
                 changed = decisions.changed() => {
                     if changed.is_err() {
