@@ -14,6 +14,7 @@
 //! and neither does a node that is not Ready (its kubelet is not reporting), nor a container
 //! whose state is unknown. So a Lease whose holder may still be alive is never touched.
 
+use super::serving::started_no_earlier_than;
 use super::step::Step;
 use super::{Target, container_name};
 use crate::command_line;
@@ -50,7 +51,12 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
     let may_be_holder = pods.iter().any(|pod| match pod.main_container(name) {
         None => true,
         Some(container) => match container.state {
-            ContainerState::Running { started_at } => started_at.is_none_or(|s| s <= acquired),
+            // Start times are whole seconds; a pod our own update created started after that
+            // write, which is known to the millisecond (the backup's standby often acquires
+            // in the same second as the new pod starts).
+            ContainerState::Running { .. } => {
+                started_no_earlier_than(obs, pod).is_none_or(|s| s <= acquired)
+            }
             ContainerState::Unknown => true,
             ContainerState::Waiting { .. } | ContainerState::Terminated { .. } => false,
         },

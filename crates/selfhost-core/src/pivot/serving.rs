@@ -267,7 +267,10 @@ fn ambiguous(
 /// the engine's clock). A holder the engine saw before its own update can then be told from
 /// the pods the update created, however close in time (on one node the update follows the
 /// backup's first renewal by well under a second with fast pod latencies).
-fn started_no_earlier_than(obs: &Observation, pod: &PodObservation) -> Option<Timestamp> {
+pub(super) fn started_no_earlier_than(
+    obs: &Observation,
+    pod: &PodObservation,
+) -> Option<Timestamp> {
     let started = pod.process_started_at(container_name(obs))?;
     Some(match created_after_our_write(obs, pod) {
         Some(written) => started.max(written),

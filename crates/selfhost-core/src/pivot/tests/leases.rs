@@ -1,8 +1,24 @@
 //! Leader hand-off: a Lease is handed over only when its holder's process is confirmed gone.
 
-use super::builder::{Pod, World, target};
+use std::time::Duration;
+
+use super::builder::{Pod, World, t, target};
 use super::{check, row};
 use crate::component::Component::{ControllerManager, Scheduler};
+use crate::observation::time;
+use crate::pivot::UPDATE_STARTED_AT;
+
+/// The backup's pods are deleted and their processes stopped.
+fn stop_backup(w: &mut World) {
+    for pod in &mut w.backup_mut().daemonset.pods {
+        pod.deleting_since = Some(t(70));
+        pod.containers[0].state = crate::observation::ContainerState::Terminated {
+            reason: Some("Completed".into()),
+            exit_code: 0,
+            finished_at: None,
+        };
+    }
+}
 
 /// One node; backup standby since `t(2)`; real DaemonSet updated; the old real pod's process
 /// on cp-1 leads since `t(-3000)`.
@@ -130,19 +146,63 @@ fn the_backups_leadership_is_handed_to_the_new_pods_when_it_goes() {
             "the backup's process stopped",
             {
                 let mut w = going();
-                for pod in &mut w.backup_mut().daemonset.pods {
-                    pod.deleting_since = Some(super::builder::t(70));
-                    pod.containers[0].state = crate::observation::ContainerState::Terminated {
-                        reason: Some("Completed".into()),
-                        exit_code: 0,
-                        finished_at: None,
-                    };
-                }
+                stop_backup(&mut w);
                 w.build()
             },
             target(ControllerManager),
             "hand-over-lease",
             &["cp-1_uuid-40"],
+        ),
+        row(
+            "the backup's standby acquired at 40.2 s, the new pod started in second 40 but \
+             was created by our update at 40.36 s: the holder is the backup's, and gone",
+            {
+                let mut w = World::steady(ControllerManager, 1)
+                    .backup()
+                    .backup_serving()
+                    .updated()
+                    .new_pod("cp-1", Pod::Serving { started: 40 })
+                    .leader("cp-1", 40)
+                    .backup_deleting(70)
+                    .at(75);
+                let after = |ms| time::after(t(40), Duration::from_millis(ms));
+                w.real_mut()
+                    .annotations
+                    .insert(UPDATE_STARTED_AT.into(), time::format(after(360)));
+                if let Some(lease) = w.obs.leader_lease.as_mut() {
+                    lease.acquire_time = Some(after(200));
+                }
+                stop_backup(&mut w);
+                w.build()
+            },
+            target(ControllerManager),
+            "hand-over-lease",
+            &["cp-1_uuid-40"],
+        ),
+        row(
+            "the same when our update came before the acquisition: the new pod may hold it",
+            {
+                let mut w = World::steady(ControllerManager, 1)
+                    .backup()
+                    .backup_serving()
+                    .updated()
+                    .new_pod("cp-1", Pod::Serving { started: 40 })
+                    .leader("cp-1", 40)
+                    .backup_deleting(70)
+                    .at(75);
+                let after = |ms| time::after(t(40), Duration::from_millis(ms));
+                w.real_mut()
+                    .annotations
+                    .insert(UPDATE_STARTED_AT.into(), time::format(after(100)));
+                if let Some(lease) = w.obs.leader_lease.as_mut() {
+                    lease.acquire_time = Some(after(200));
+                }
+                stop_backup(&mut w);
+                w.build()
+            },
+            target(ControllerManager),
+            "wait-for-backup-gone",
+            &[],
         ),
         row(
             "then the new pod leads",
