@@ -33,6 +33,10 @@ use crate::view::{ClusterView, ViewTimeout};
 
 /// How stale a health probe may be when a decision is made.
 pub const HEALTH_MAX_AGE: Duration = Duration::from_millis(500);
+/// Fresh probes that must agree before [`Observer::cluster`] reports the API unhealthy.
+const HEALTH_CONFIRMATIONS: usize = 2;
+/// The pause before each of them.
+const HEALTH_CONFIRMATION_PAUSE: Duration = Duration::from_millis(500);
 
 /// The engine's eyes: the watched view, the probe client and the identity memory.
 pub struct Observer {
@@ -187,6 +191,17 @@ impl Observer {
         &mut self,
         policy: &RetryPolicy,
     ) -> Result<ClusterObservation, ApiCallError> {
+        // Preflight judges the API by this probe. One slow or dropped answer from a busy
+        // server is not an unhealthy API, so an unhealthy answer must be confirmed by fresh
+        // probes before it stands (each observation below reuses the last one).
+        let mut health = self.api_health(HEALTH_MAX_AGE).await;
+        for _ in 0..HEALTH_CONFIRMATIONS {
+            if health.readyz_ok && health.git_version.is_some() {
+                break;
+            }
+            tokio::time::sleep(HEALTH_CONFIRMATION_PAUSE).await;
+            health = self.api_health(Duration::ZERO).await;
+        }
         let mut components = Vec::new();
         for component in Component::ALL {
             components.push(self.observe(component).await);
