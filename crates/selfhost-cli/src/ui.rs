@@ -1,6 +1,8 @@
 //! Messages for people on stderr (results go to stdout).
 
-use std::io::Write;
+use std::io::{BufRead, IsTerminal, Write};
+
+use crate::exit::CliError;
 
 /// Prints `warning: <message>` on stderr. A closed stderr is not worth failing the command.
 pub fn warn(message: impl std::fmt::Display) {
@@ -76,6 +78,28 @@ pub fn structured<T: serde::Serialize>(
         }
         _ => serde_json::to_string_pretty(value).context("rendering JSON")? + "\n",
     })
+}
+
+/// Asks `question` on stderr and reads y/yes from a terminal; a run that is not interactive is
+/// refused (exit 2) with the flag that answers for it.
+pub fn confirm(question: &str) -> Result<bool, CliError> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(CliError::bad_input(anyhow::anyhow!(
+            "refusing to change the cluster without confirmation: this run is not interactive; pass --yes"
+        )));
+    }
+    let _ = write!(std::io::stderr(), "{question} [y/N]: ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! DESIGN.md §2. Ctrl-C (SIGINT) or SIGTERM stops at the next safe point and prints the
 //! command that resumes.
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -97,29 +96,6 @@ fn render(event: &Stamped) -> Option<String> {
     })
 }
 
-fn confirm(target: &str) -> Result<bool, CliError> {
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        return Err(CliError::bad_input(anyhow!(
-            "refusing to change the cluster without confirmation: this run is not interactive; pass --yes"
-        )));
-    }
-    let _ = write!(
-        std::io::stderr(),
-        "Upgrade the control plane to {target}? [y/N]: "
-    );
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    stdin
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| CliError::bad_input(anyhow!(e)))?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
-}
-
 /// Runs the upgrade, and writes the report if `--report` asks for one.
 pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliError> {
     let mut trace = RunTrace::new(args.report.is_some(), true);
@@ -202,7 +178,13 @@ pub async fn run_traced(
         }
         return Ok(Outcome::Done);
     }
-    if !args.yes && !args.dry_run && !confirm(&plan.target_version)? {
+    if !args.yes
+        && !args.dry_run
+        && !ui::confirm(&format!(
+            "Upgrade the control plane to {}?",
+            plan.target_version
+        ))?
+    {
         return Err(CliError::bad_input(anyhow!(
             "not confirmed; nothing was changed"
         )));

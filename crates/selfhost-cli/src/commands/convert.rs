@@ -3,7 +3,6 @@
 //! events on stdout with `-o json`) and the exit codes of DESIGN.md §2. Ctrl-C stops at the
 //! next safe point; running the same command again continues.
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -241,31 +240,6 @@ fn render(event: &Stamped) -> Option<String> {
     })
 }
 
-fn confirm(plan: &ConversionPlan) -> Result<bool, CliError> {
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        return Err(CliError::bad_input(anyhow!(
-            "refusing to change the cluster without confirmation: this run is not interactive; pass --yes"
-        )));
-    }
-    let _ = write!(
-        std::io::stderr(),
-        "Convert node {} {}? [y/N]: ",
-        plan.node,
-        direction_name(plan.direction)
-    );
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    stdin
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| CliError::bad_input(anyhow!(e)))?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
-}
-
 async fn connect(global: &GlobalArgs) -> Result<Clients, CliError> {
     let args = ClientArgs {
         kubeconfig: global.kubeconfig.clone(),
@@ -349,7 +323,13 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
         }
         return Ok(Outcome::Done);
     }
-    if !node_args.yes && !confirm(&plan)? {
+    if !node_args.yes
+        && !ui::confirm(&format!(
+            "Convert node {} {}?",
+            plan.node,
+            direction_name(plan.direction)
+        ))?
+    {
         return Err(CliError::bad_input(anyhow!(
             "not confirmed; nothing was changed"
         )));
