@@ -2,9 +2,7 @@
 //! each step of both conversions killed with SIGKILL and the command run again: it continues
 //! from what the cluster and the node's disk show, finishes, and leaves nothing behind.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -64,46 +62,20 @@ async fn convert(
     args: &[&str],
     kill_at: Option<(&str, &str)>,
 ) -> (Vec<serde_json::Value>, Option<i32>) {
-    let kubeconfig = sim.kubeconfig_path().to_path_buf();
-    let dir = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
-    let direction = direction.to_string();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let dir = sim.manifests_dir("cp-1").expect("dir");
+    let mut all: Vec<std::ffi::OsString> =
+        ["convert", direction, "--node", "cp-1", "--manifests-dir"]
+            .map(Into::into)
+            .to_vec();
+    all.push(dir.into());
+    all.extend(args.iter().map(Into::into));
     let kill_at = kill_at.map(|(c, s)| (c.to_string(), s.to_string()));
-    tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["convert", &direction, "--node", "cp-1", "--manifests-dir"])
-            .arg(&dir)
-            .args(["-o", "json"])
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("selfhost runs");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut events = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let event: serde_json::Value =
-                serde_json::from_str(&line).expect("every line is one JSON event");
-            let hit = kill_at.as_ref().is_some_and(|(component, step)| {
-                event["event"] == "action"
-                    && event["component"] == component.as_str()
-                    && event["step"] == step.as_str()
-            });
-            events.push(event);
-            if hit {
-                child.kill().expect("SIGKILL");
-                break;
-            }
-        }
-        let status = child.wait().expect("exits");
-        (events, status.code())
+    crate::run_json_events(sim.kubeconfig_path().to_path_buf(), all, move |event| {
+        kill_at
+            .as_ref()
+            .is_some_and(|(component, step)| crate::is_event(event, "action", component, step))
     })
     .await
-    .expect("joined")
 }
 
 /// The self-hosted DaemonSets and the gate labels left in the cluster.

@@ -38,3 +38,49 @@ pub fn fixture(name: &str) -> String {
         env!("CARGO_MANIFEST_DIR")
     )
 }
+
+/// Runs `selfhost --kubeconfig <kubeconfig> <args...> -o json` with stdin closed, reading its
+/// JSON events as they come; kills it with SIGKILL right after the first event for which
+/// `kill_after` says so. Returns the events it printed and its exit code (`None` if killed).
+pub async fn run_json_events(
+    kubeconfig: std::path::PathBuf,
+    args: Vec<std::ffi::OsString>,
+    kill_after: impl Fn(&serde_json::Value) -> bool + Send + 'static,
+) -> (Vec<serde_json::Value>, Option<i32>) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(&args)
+            .args(["-o", "json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("selfhost runs");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut events = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let event: serde_json::Value =
+                serde_json::from_str(&line).expect("every line is one JSON event");
+            let hit = kill_after(&event);
+            events.push(event);
+            if hit {
+                child.kill().expect("SIGKILL");
+                break;
+            }
+        }
+        let status = child.wait().expect("exits");
+        (events, status.code())
+    })
+    .await
+    .expect("joined")
+}
+
+/// Whether `event` is the `kind` event (`step`, `action`) of `step` for `component`.
+pub fn is_event(event: &serde_json::Value, kind: &str, component: &str, step: &str) -> bool {
+    event["event"] == kind && event["component"] == component && event["step"] == step
+}

@@ -2,8 +2,6 @@
 //! shows, finishes, leaves nothing behind, and (on three nodes) never fails a probe. Also the
 //! JSON event stream a script reads.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -31,40 +29,14 @@ async fn apply(
     to: &str,
     kill_at: Option<(&str, &str)>,
 ) -> (Vec<serde_json::Value>, Option<i32>) {
-    let kubeconfig = sim.kubeconfig_path().to_path_buf();
-    let to = to.to_string();
+    let args = ["apply", to, "--yes"].map(Into::into).to_vec();
     let kill_at = kill_at.map(|(c, s)| (c.to_string(), s.to_string()));
-    tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["apply", &to, "--yes", "-o", "json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("selfhost runs");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut events = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let event: serde_json::Value =
-                serde_json::from_str(&line).expect("every line is one JSON event");
-            let hit = kill_at.as_ref().is_some_and(|(component, step)| {
-                event["event"] == "step"
-                    && event["component"] == component.as_str()
-                    && event["step"] == step.as_str()
-            });
-            events.push(event);
-            if hit {
-                child.kill().expect("SIGKILL");
-                break;
-            }
-        }
-        let status = child.wait().expect("exits");
-        (events, status.code())
+    crate::run_json_events(sim.kubeconfig_path().to_path_buf(), args, move |event| {
+        kill_at
+            .as_ref()
+            .is_some_and(|(component, step)| crate::is_event(event, "step", component, step))
     })
     .await
-    .expect("joined")
 }
 
 async fn backups_left(sim: &SimCluster) -> Vec<String> {
