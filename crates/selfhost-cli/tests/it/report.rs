@@ -154,10 +154,15 @@ fn assert_self_contained(html: &str, page: &Page) {
 fn the_demo_report_shows_every_lane_and_step_and_fetches_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("report.html");
-    let run = crate::demo::demo(&["--report", file.to_str().expect("a UTF-8 path")]);
+    // The idealised hand-over model: this test is about the page. Under the measured model a
+    // probe caught on a keep-alive connection a stopping apiserver closes fails now and then
+    // (a count that depends on timing), which the engine tests and the demo's verdict cover.
+    let run = crate::demo::demo(&[
+        "--idealised",
+        "--report",
+        file.to_str().expect("a UTF-8 path"),
+    ]);
     let shown = format!("stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
-    // The measured hand-over model: the upgrade completes and the API never goes fully down;
-    // the exit code says whether any probe failed (on three nodes none should).
     assert!(
         crate::demo::row(&run.stdout, "upgrade")[0].starts_with("done in"),
         "{shown}"
@@ -167,9 +172,8 @@ fn the_demo_report_shows_every_lane_and_step_and_fetches_nothing() {
         "never",
         "{shown}"
     );
-    let failures = crate::demo::selfhost_failures(&run.stdout);
-    assert!(failures <= 6, "at most two per node: {shown}");
-    assert_eq!(run.code == Some(0), failures == 0, "{shown}");
+    assert_eq!(crate::demo::selfhost_failures(&run.stdout), 0, "{shown}");
+    assert_eq!(run.code, Some(0), "{shown}");
     let html = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}: {shown}"));
     let page = parse(&html);
     assert_self_contained(&html, &page);
