@@ -84,3 +84,18 @@ pub async fn run_json_events(
 pub fn is_event(event: &serde_json::Value, kind: &str, component: &str, step: &str) -> bool {
     event["event"] == kind && event["component"] == component && event["step"] == step
 }
+
+/// The backup and prepull DaemonSets left in kube-system (none after a finished run).
+pub async fn backups_left(sim: &selfhost_sim::SimCluster) -> Vec<String> {
+    let daemonsets: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        kube::Api::namespaced(sim.client(), "kube-system");
+    daemonsets
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|d| d.metadata.name)
+        .filter(|n| n.starts_with("temp-upgrade-") || n.starts_with("upgrade-prepull-"))
+        .collect()
+}

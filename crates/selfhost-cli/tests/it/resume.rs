@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use kube::Api;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::ProberOptions;
 use selfhost_sim::{SimCluster, SimTimings};
@@ -37,19 +35,6 @@ async fn apply(
             .is_some_and(|(component, step)| crate::is_event(event, "step", component, step))
     })
     .await
-}
-
-async fn backups_left(sim: &SimCluster) -> Vec<String> {
-    let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
-    daemonsets
-        .list(&Default::default())
-        .await
-        .expect("list")
-        .items
-        .into_iter()
-        .filter_map(|d| d.metadata.name)
-        .filter(|n| n.starts_with("temp-upgrade-") || n.starts_with("upgrade-prepull-"))
-        .collect()
 }
 
 /// Kill points, one upgrade each: v1.33 → v1.34 → v1.35 → v1.36 on one cluster (the kubelets
@@ -93,7 +78,7 @@ async fn killed_and_resumed(points: &[(&str, &str)]) {
             Some("result".into())
         );
         assert_eq!(
-            backups_left(&sim).await,
+            crate::backups_left(&sim).await,
             Vec::<String>::new(),
             "after {component}/{step}"
         );

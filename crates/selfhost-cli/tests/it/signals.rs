@@ -7,8 +7,6 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use kube::Api;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::{SimCluster, SimTimings};
 
@@ -104,19 +102,6 @@ async fn run_and_signal(sim: &SimCluster, args: &[&str], point: &Point) -> Inter
     .expect("joined")
 }
 
-async fn backups_left(sim: &SimCluster) -> Vec<String> {
-    let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
-    daemonsets
-        .list(&Default::default())
-        .await
-        .expect("list")
-        .items
-        .into_iter()
-        .filter_map(|d| d.metadata.name)
-        .filter(|n| n.starts_with("temp-upgrade-") || n.starts_with("upgrade-prepull-"))
-        .collect()
-}
-
 /// Stops one upgrade per point (v1.33 → v1.34 → v1.35 → v1.36: the kubelets stay on v1.33,
 /// three minors is what the skew policy allows) and resumes it with the printed command.
 async fn stopped_and_resumed(points: &[Point]) {
@@ -185,7 +170,11 @@ async fn stopped_and_resumed(points: &[Point]) {
             "{at}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(backups_left(&sim).await, Vec::<String>::new(), "{at}");
+        assert_eq!(
+            crate::backups_left(&sim).await,
+            Vec::<String>::new(),
+            "{at}"
+        );
     }
     sim.shutdown().await;
 }
@@ -304,6 +293,6 @@ async fn a_second_signal_abandons_the_run_at_once() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(backups_left(&sim).await, Vec::<String>::new());
+    assert_eq!(crate::backups_left(&sim).await, Vec::<String>::new());
     sim.shutdown().await;
 }

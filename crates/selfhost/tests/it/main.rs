@@ -42,3 +42,38 @@ pub async fn clients(kubeconfig: &std::path::Path) -> selfhost::Clients {
         .await
         .expect("connects")
 }
+
+/// Connects to `sim`, waits for the watches, and plans the upgrade to `to`; the plan must
+/// proceed. Returns the clients, the observer the run goes on with, the plan and its targets.
+pub async fn planned(
+    sim: &selfhost_sim::SimCluster,
+    to: &str,
+) -> (
+    selfhost::Clients,
+    selfhost::observe::Observer,
+    selfhost::plan::Plan,
+    selfhost::target::Targets,
+) {
+    let clients = clients(sim.kubeconfig_path()).await;
+    let mut observer = selfhost::observe::Observer::start(&clients);
+    observer
+        .ready(std::time::Duration::from_secs(20))
+        .await
+        .expect("watches list");
+    let request = selfhost::plan::PlanRequest {
+        version: selfhost_core::version::KubeVersion::parse(to).expect("version"),
+        config_file: None,
+        flags: Default::default(),
+        accept_downtime: false,
+    };
+    let (plan, targets, _) = selfhost::plan::make_plan(
+        &mut observer,
+        &clients.api,
+        &request,
+        &selfhost::retry::RetryPolicy::default(),
+    )
+    .await
+    .expect("plan");
+    assert!(plan.proceeds, "{:#?}", plan.preflight);
+    (clients, observer, plan, targets)
+}

@@ -8,15 +8,11 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
-use selfhost::observe::Observer;
-use selfhost::plan::{Plan, PlanRequest, make_plan};
+use selfhost::plan::Plan;
 use selfhost::prepull::{PrepullOptions, PrepullProgress, images_to_prepull, prepull, record};
-use selfhost::retry::RetryPolicy;
 use selfhost::target::Targets;
-use selfhost_core::KubeVersion;
 use selfhost_core::preflight::{CheckId, Verdict};
 use selfhost_core::prepull::{PREPULL_LABEL, PrepullOutcome};
-use selfhost_core::skew::SkewFlags;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::controllers::kubelet::ImageBehaviour;
 use selfhost_sim::{SimCluster, SimTimings};
@@ -42,27 +38,7 @@ async fn cluster(nodes: usize) -> SimCluster {
 }
 
 async fn plan(sim: &SimCluster) -> (selfhost::Clients, Plan, Targets) {
-    let clients = crate::clients(sim.kubeconfig_path()).await;
-    let mut observer = Observer::start(&clients);
-    observer
-        .ready(Duration::from_secs(20))
-        .await
-        .expect("watches list");
-    let request = PlanRequest {
-        version: KubeVersion::parse(TO).expect("version"),
-        config_file: None,
-        flags: SkewFlags::default(),
-        accept_downtime: false,
-    };
-    let (plan, targets, _) = make_plan(
-        &mut observer,
-        &clients.api,
-        &request,
-        &RetryPolicy::default(),
-    )
-    .await
-    .expect("plan");
-    assert!(plan.proceeds, "{:#?}", plan.preflight);
+    let (clients, _, plan, targets) = crate::planned(sim, TO).await;
     (clients, plan, targets)
 }
 

@@ -8,11 +8,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
 use selfhost::apply::{ApplyOptions, RunOutcome, RunReport, apply};
 use selfhost::events::{Events, Stamped};
-use selfhost::observe::Observer;
-use selfhost::plan::{PlanRequest, make_plan};
-use selfhost::retry::RetryPolicy;
-use selfhost_core::skew::SkewFlags;
-use selfhost_core::{Component, KubeVersion};
+use selfhost_core::Component;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::{Handovers, ProbeReport, ProberOptions};
 use selfhost_sim::{FaultAction, RequestMatcher, SimCluster, SimTimings};
@@ -61,27 +57,7 @@ pub async fn run_upgrade(
     options: ApplyOptions,
 ) -> (RunReport, Vec<Stamped>, Instant) {
     crate::init_tracing();
-    let clients = crate::clients(sim.kubeconfig_path()).await;
-    let mut observer = Observer::start(&clients);
-    observer
-        .ready(Duration::from_secs(20))
-        .await
-        .expect("watches list");
-    let request = PlanRequest {
-        version: KubeVersion::parse(to).expect("version"),
-        config_file: None,
-        flags: SkewFlags::default(),
-        accept_downtime: false,
-    };
-    let (plan, targets, _) = make_plan(
-        &mut observer,
-        &clients.api,
-        &request,
-        &RetryPolicy::default(),
-    )
-    .await
-    .expect("plan");
-    assert!(plan.proceeds, "{:#?}", plan.preflight);
+    let (clients, mut observer, _, targets) = crate::planned(sim, to).await;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let collected = tokio::spawn(async move {
         let mut events = Vec::new();

@@ -8,6 +8,29 @@ use crate::component::Component::{ControllerManager, Scheduler};
 use crate::observation::time;
 use crate::pivot::UPDATE_STARTED_AT;
 
+/// One node: the backup's standby acquired the Lease at 40.2 s, the new pod (started in
+/// second 40 by the kubelet's whole-second clock) was created by our update at
+/// `40 s + update_ms`, and the backup's pods are deleted and their processes stopped.
+fn same_second_as_the_new_pod(update_ms: u64) -> crate::observation::Observation {
+    let mut w = World::steady(ControllerManager, 1)
+        .backup()
+        .backup_serving()
+        .updated()
+        .new_pod("cp-1", Pod::Serving { started: 40 })
+        .leader("cp-1", 40)
+        .backup_deleting(70)
+        .at(75);
+    let after = |ms| time::after(t(40), Duration::from_millis(ms));
+    w.real_mut()
+        .annotations
+        .insert(UPDATE_STARTED_AT.into(), time::format(after(update_ms)));
+    if let Some(lease) = w.obs.leader_lease.as_mut() {
+        lease.acquire_time = Some(after(200));
+    }
+    stop_backup(&mut w);
+    w.build()
+}
+
 /// The backup's pods are deleted and their processes stopped.
 fn stop_backup(w: &mut World) {
     for pod in &mut w.backup_mut().daemonset.pods {
@@ -156,50 +179,14 @@ fn the_backups_leadership_is_handed_to_the_new_pods_when_it_goes() {
         row(
             "the backup's standby acquired at 40.2 s, the new pod started in second 40 but \
              was created by our update at 40.36 s: the holder is the backup's, and gone",
-            {
-                let mut w = World::steady(ControllerManager, 1)
-                    .backup()
-                    .backup_serving()
-                    .updated()
-                    .new_pod("cp-1", Pod::Serving { started: 40 })
-                    .leader("cp-1", 40)
-                    .backup_deleting(70)
-                    .at(75);
-                let after = |ms| time::after(t(40), Duration::from_millis(ms));
-                w.real_mut()
-                    .annotations
-                    .insert(UPDATE_STARTED_AT.into(), time::format(after(360)));
-                if let Some(lease) = w.obs.leader_lease.as_mut() {
-                    lease.acquire_time = Some(after(200));
-                }
-                stop_backup(&mut w);
-                w.build()
-            },
+            same_second_as_the_new_pod(360),
             target(ControllerManager),
             "hand-over-lease",
             &["cp-1_uuid-40"],
         ),
         row(
             "the same when our update came before the acquisition: the new pod may hold it",
-            {
-                let mut w = World::steady(ControllerManager, 1)
-                    .backup()
-                    .backup_serving()
-                    .updated()
-                    .new_pod("cp-1", Pod::Serving { started: 40 })
-                    .leader("cp-1", 40)
-                    .backup_deleting(70)
-                    .at(75);
-                let after = |ms| time::after(t(40), Duration::from_millis(ms));
-                w.real_mut()
-                    .annotations
-                    .insert(UPDATE_STARTED_AT.into(), time::format(after(100)));
-                if let Some(lease) = w.obs.leader_lease.as_mut() {
-                    lease.acquire_time = Some(after(200));
-                }
-                stop_backup(&mut w);
-                w.build()
-            },
+            same_second_as_the_new_pod(100),
             target(ControllerManager),
             "wait-for-backup-gone",
             &[],
