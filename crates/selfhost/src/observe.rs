@@ -108,6 +108,7 @@ impl Observer {
             readyz_ok: ready.healthy,
             readyz_detail: ready.problem,
             git_version,
+            unreachable_until: None,
         };
         let now = Instant::now();
         if let Ok(mut recorder) = self.leases.recorder().lock() {
@@ -138,7 +139,8 @@ impl Observer {
     /// One observation of `component`, as the state machine takes it.
     pub async fn observe(&mut self, component: Component) -> Observation {
         let now = Timestamp::now();
-        let api = self.api_health(HEALTH_MAX_AGE).await;
+        let mut api = self.api_health(HEALTH_MAX_AGE).await;
+        api.unreachable_until = self.view.unreachable_until(now);
         let pods = self.view.pods.state();
         let backup_pods = self.view.backup_pods.state();
         let real = self.daemonset(&component.daemonset_name()).map(|ds| {

@@ -83,9 +83,11 @@ impl Cx<'_> {
         backup: &BackupObservation,
         rollback_at: Option<Timestamp>,
     ) -> Step {
-        let progress = self.serving_progress(false);
-        let backup_still_needed = self.backup_serves_where_real_does_not(backup);
-        if progress.is_empty() && backup_still_needed.is_empty() {
+        // One list decides and explains: the rollback is complete exactly when nothing is
+        // pending, and a rollback that fails names what it still waited for (finding D of
+        // docs/reliability.md: the two were computed apart and a failure named nothing).
+        let pending = self.rollback_pending(backup);
+        if pending.is_empty() {
             return self.remove_backup(backup);
         }
         let current = self.real.pods.iter().filter(|p| self.real.is_current(p));
@@ -96,7 +98,7 @@ impl Cx<'_> {
         } else if self.now() >= deadline {
             Some(format!(
                 "not complete by {deadline}: {}",
-                progress.join("; ")
+                pending.join("; ")
             ))
         } else {
             None
@@ -118,8 +120,6 @@ impl Cx<'_> {
         if let Some(step) = self.hurry() {
             return step;
         }
-        let mut pending = progress;
-        pending.extend(backup_still_needed);
         Step::WaitForRollback(Wait {
             condition: format!(
                 "every pod of {} back on the original template and serving",
@@ -139,7 +139,8 @@ impl Cx<'_> {
         backup: &BackupObservation,
         original: &PodTemplateSpec,
     ) -> Step {
-        let progress = self.serving_progress(true);
+        let mut progress = self.serving_progress(true);
+        progress.extend(self.nodes_only_the_backup_covers(backup));
         if progress.is_empty() {
             return self.remove_backup(backup);
         }
@@ -288,6 +289,7 @@ impl Cx<'_> {
             SignalPolicy {
                 crash_loop_restarts: self.target.options.crash_loop_restarts,
                 ignore_crash_loops: exclusive,
+                exits_count_after: Some(self.exits_count_after()),
             },
         );
         let deadline = self.deadline_after(created, 1);
@@ -417,6 +419,44 @@ impl Cx<'_> {
         pending
     }
 
+    /// What keeps a rollback from being complete: the real DaemonSet's rollout back to the
+    /// original template, and every node where the backup serves but the restored real pod
+    /// does not yet. Empty exactly when the backup can go.
+    fn rollback_pending(&self, backup: &BackupObservation) -> Vec<String> {
+        let mut pending = self.serving_progress(false);
+        pending.extend(self.backup_serves_where_real_does_not(backup));
+        pending.extend(self.nodes_only_the_backup_covers(backup));
+        pending
+    }
+
+    /// Nodes where the backup still runs a pod and the real DaemonSet has none: removing the
+    /// backup would leave them without the component. The DaemonSet's own status does not
+    /// show them: a node tainted `node.kubernetes.io/not-ready` (even for a moment) is no
+    /// longer one where a new daemon pod should run, so it leaves `desiredNumberScheduled`,
+    /// and the rolling update deletes the unavailable old pod there without creating the new
+    /// one until the taint is gone.
+    fn nodes_only_the_backup_covers(&self, backup: &BackupObservation) -> Vec<String> {
+        let mut nodes: Vec<(&str, &str)> = backup
+            .daemonset
+            .pods
+            .iter()
+            .filter(|pod| !pod.is_terminating())
+            .filter_map(|pod| Some((pod.node.as_deref()?, pod.name.as_str())))
+            .filter(|(node, _)| !self.real.pods_on(node).any(|p| !p.is_terminating()))
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup_by(|a, b| a.0 == b.0);
+        nodes
+            .into_iter()
+            .map(|(node, backup_pod)| {
+                format!(
+                    "{node}: no pod of {} yet (only the backup pod {backup_pod} runs there)",
+                    self.real.name
+                )
+            })
+            .collect()
+    }
+
     /// Nodes where a backup pod serves but no real pod does: removing the backup would lose
     /// them. Empty when the backup never served there (a rollback before the update).
     fn backup_serves_where_real_does_not(&self, backup: &BackupObservation) -> Vec<String> {
@@ -427,11 +467,21 @@ impl Cx<'_> {
             .filter(|pod| pod_serves(self.obs, self.target, pod).is_ok())
             .filter_map(|pod| {
                 let node = pod.node.as_deref()?;
-                let real_serves = self
-                    .real
-                    .pods_on(node)
-                    .any(|real| pod_serves(self.obs, self.target, real).is_ok());
-                (!real_serves).then(|| format!("{node}: the real pod does not serve yet"))
+                let mut why = Vec::new();
+                for real in self.real.pods_on(node) {
+                    match pod_serves(self.obs, self.target, real) {
+                        Ok(_) => return None,
+                        Err(reason) => why.push(reason),
+                    }
+                }
+                Some(if why.is_empty() {
+                    format!("{node}: no real pod yet, and the backup pod there serves")
+                } else {
+                    format!(
+                        "{node}: the real pod does not serve yet ({})",
+                        why.join("; ")
+                    )
+                })
             })
             .collect()
     }
