@@ -176,7 +176,7 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Per-component deadline for the rollout (e.g. 5m); past it, the component rolls back,
-    /// and the rollback has as long again from its start.
+    /// and the rollback has twice as long from its own start.
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     /// On failure leave the backup serving instead of rolling back, and exit 4.

@@ -14,6 +14,9 @@ use crate::rollout::{
     FailureSignal, SignalPolicy, failure_signals, pod_not_rolled_out, rollout_progress,
 };
 
+/// The rollback's deadline, in per-component deadlines from the rollback's start.
+pub(super) const ROLLBACK_DEADLINE_FACTOR: u32 = 2;
+
 impl Cx<'_> {
     /// The backup is being deleted: wait until it is gone.
     pub(super) fn backup_going(&self, backup: &BackupObservation) -> Step {
@@ -92,7 +95,11 @@ impl Cx<'_> {
         }
         let current = self.real.pods.iter().filter(|p| self.real.is_current(p));
         let signals = failure_signals(current, self.strict_signals());
-        let deadline = self.deadline_after(rollback_at, 1);
+        // A rollback is the way back to pods known to work, and stopping it leaves the cluster
+        // worse off (exit 4): it gets twice the per-component deadline from its own start,
+        // for it waits out the failed pods' termination and restarts every node it touches
+        // (campaign finding C: a rollback on five nodes ran out of the 12 s its rollout had).
+        let deadline = self.deadline_after(rollback_at, ROLLBACK_DEADLINE_FACTOR);
         let failure = if !signals.is_empty() {
             Some(describe(&signals))
         } else if self.now() >= deadline {

@@ -127,11 +127,21 @@ fn a_rollback_is_finished_then_reported() {
             "the rollback does not complete in time",
             rolled_back()
                 .new_pod("cp-1", Pod::Starting { started: 135 })
-                .at(130 + 301)
+                .at(130 + 601)
                 .build(),
             target(ApiServer),
             "failed",
             &["not complete by"],
+        ),
+        row(
+            "the rollback has twice the per-component deadline",
+            rolled_back()
+                .new_pod("cp-1", Pod::Starting { started: 135 })
+                .at(130 + 599)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollback",
+            &[],
         ),
         row(
             "backup removed after the rollback",
@@ -172,12 +182,12 @@ fn a_failed_rollback_names_what_it_waited_for() {
     ];
     let mut failures = Vec::new();
     for (case, world, mentions) in cases {
-        let before = decide(&world.clone().at(130 + 299).build(), &target(ApiServer));
+        let before = decide(&world.clone().at(130 + 599).build(), &target(ApiServer));
         let Step::WaitForRollback(wait) = &before else {
             failures.push(format!("{case}: before the deadline {}", before.name()));
             continue;
         };
-        let after = decide(&world.at(130 + 301).build(), &target(ApiServer));
+        let after = decide(&world.at(130 + 601).build(), &target(ApiServer));
         let Step::Failed { reason, .. } = &after else {
             failures.push(format!("{case}: at the deadline {}", after.name()));
             continue;
