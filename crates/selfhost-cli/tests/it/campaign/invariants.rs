@@ -299,8 +299,7 @@ pub fn settled_after_not_ready(sim: &SimCluster) -> bool {
                     .and_then(Value::as_i64)
                     .unwrap_or(0)
             };
-            status("desiredNumberScheduled") == control_plane
-                && status("numberMisscheduled") == 0
+            status("desiredNumberScheduled") == control_plane && status("numberMisscheduled") == 0
         })
     });
     ready && converged

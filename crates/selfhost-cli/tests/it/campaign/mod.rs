@@ -37,36 +37,10 @@ const CONCURRENCY: usize = 2;
 
 /// Seeds the quick profile leaves out, each with the open finding of docs/reliability.md that
 /// made it fail (real bugs not fixed yet). Empty is the goal: remove a seed with its fix.
-const QUICK_EXCLUSIONS: &[(u64, &str)] = &[
-    (
-        77649838176096,
-        "open finding A (identity, one node, measured hand-over)",
-    ),
-    (
-        122733092149072,
-        "open finding A (identity, one node, measured, after SIGKILL)",
-    ),
-    (
-        125630165016079,
-        "open finding A (identity, two nodes, measured)",
-    ),
-    (
-        176399226237930,
-        "open finding A (identity, five nodes, measured)",
-    ),
-    (
-        43700071181645,
-        "open finding A (identity, three nodes, measured, after SIGKILL)",
-    ),
-    (
-        14970943359288,
-        "open finding B (resume refused: /readyz of an apiserver shutting down)",
-    ),
-    (
-        267491827694771,
-        "open finding A (identity, four nodes, measured, 20% errors)",
-    ),
-];
+const QUICK_EXCLUSIONS: &[(u64, &str)] = &[(
+    14970943359288,
+    "open finding B (resume refused: /readyz of an apiserver shutting down)",
+)];
 
 /// The command that replays `seed` as it ran (without the fault kinds its profile left out).
 fn replay_command(seed: u64, without: &str) -> String {
