@@ -21,7 +21,7 @@
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::serving::started_no_earlier_than;
+use super::serving::{created_after_our_write, started_no_earlier_than};
 use super::step::Step;
 use super::{Target, container_name};
 use crate::command_line;
@@ -73,7 +73,10 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
             "no {name} process running on {node} is that old",
             node = node.name
         )
-    } else if stopped_since(obs, &node.name, acquired) && sole_candidate(obs) {
+    } else if (stopped_since(obs, &node.name, acquired)
+        || only_new_pods_started_that_second(obs, &pods, acquired))
+        && sole_candidate(obs)
+    {
         format!(
             "a {name} process on {node} that may have held it stopped since, and the one \
              {name} process left is the only one that can hold it next",
@@ -122,33 +125,67 @@ fn sole_candidate(obs: &Observation) -> bool {
     may_run <= 1
 }
 
-/// Whether a process that may have held the Lease since `acquired` stopped for good on `node`
-/// since then: a pod there stopped for good whose deletion was requested, or whose container
-/// finished, after the acquisition, or the backup DaemonSet deleted after it with none of its
-/// pods left running there. The times are whole seconds, truncated, so one that is later than
-/// the acquisition really is. A hand-over's next acquisition is later than all of them: this
-/// holds at most once per stop, so a holder that survived a hand-over is not pressed again.
+/// Whether a process that may have held the Lease since `acquired` has stopped for good on
+/// `node`: a pod there is being deleted and its container stopped, or the backup DaemonSet is
+/// being deleted with no pod left there — unless that stop or deletion is known to precede the
+/// acquisition (its whole-second time plus a second is no later). Only what is still visible
+/// counts: once the stopped pod and the deleted backup are gone, a holder that survived a
+/// hand-over (it found its Lease gone and created it again) is not pressed again.
 fn stopped_since(obs: &Observation, node: &str, acquired: Timestamp) -> bool {
     let name = container_name(obs);
-    let later = |t: Option<Timestamp>| t.is_some_and(|t| t > acquired);
+    let not_before = |t: Option<Timestamp>| {
+        t.is_none_or(|t| {
+            t.checked_add(SignedDuration::from_secs(1))
+                .is_ok_and(|end| end > acquired)
+        })
+    };
     let on_node = |pod: &&PodObservation| pod.node.as_deref() == Some(node);
     let pod_stopped = obs.all_pods().filter(on_node).any(|pod| {
         let finished = match pod.main_container(name).map(|c| &c.state) {
             Some(ContainerState::Terminated { finished_at, .. }) => *finished_at,
             _ => None,
         };
-        stopped_for_good(pod, name) && (later(deletion_requested(pod)) || later(finished))
+        stopped_for_good(pod, name) && not_before(finished)
     });
     let backup_removed = obs.backup.as_ref().is_some_and(|backup| {
-        later(backup.daemonset.deleting_since)
-            && backup
-                .daemonset
-                .pods
-                .iter()
-                .filter(on_node)
-                .all(|pod| stopped_for_good(pod, name))
+        backup.daemonset.deleting_since.is_some()
+            && not_before(backup.daemonset.deleting_since)
+            && backup.daemonset.pods.iter().filter(on_node).count() == 0
     });
     pod_stopped || backup_removed
+}
+
+/// Whether every pod on the holder's node whose process may hold the Lease is a pod our own
+/// update created, whose process started in the whole second of the acquisition: the start
+/// time cannot say whether it started before, and the holder may as well be a process of a
+/// pod already gone (the backup's, whose stop the engine may not have seen before the pod
+/// vanished). Such a pod's process started after our update, so this arises only while a
+/// pivot finishes, and at most for that second: a process that survived a hand-over
+/// acquires again later.
+fn only_new_pods_started_that_second(
+    obs: &Observation,
+    pods: &[&PodObservation],
+    acquired: Timestamp,
+) -> bool {
+    let name = container_name(obs);
+    let mut may_hold = pods
+        .iter()
+        .filter(|pod| match pod.main_container(name).map(|c| &c.state) {
+            Some(ContainerState::Waiting { .. } | ContainerState::Terminated { .. }) => false,
+            Some(ContainerState::Running { .. }) => {
+                started_no_earlier_than(obs, pod).is_none_or(|s| s <= acquired)
+            }
+            _ => true,
+        });
+    may_hold.all(|pod| {
+        created_after_our_write(obs, pod).is_some()
+            && pod.process_started_at(name).is_some_and(|started| {
+                started <= acquired
+                    && started
+                        .checked_add(SignedDuration::from_secs(1))
+                        .is_ok_and(|end| end > acquired)
+            })
+    })
 }
 
 /// A pod being deleted whose component container no longer runs: the kubelet does not restart
@@ -161,12 +198,6 @@ fn stopped_for_good(pod: &PodObservation, name: &str) -> bool {
                 ContainerState::Waiting { .. } | ContainerState::Terminated { .. }
             )
         })
-}
-
-/// When a pod's deletion was requested: its `deletionTimestamp` less its grace period.
-fn deletion_requested(pod: &PodObservation) -> Option<Timestamp> {
-    let grace = SignedDuration::from_secs(pod.deletion_grace_seconds?);
-    pod.deleting_since?.checked_sub(grace).ok()
 }
 
 /// Whether the component's leader is a process of the real DaemonSet's current template:
