@@ -12,8 +12,9 @@
 //! The price is load: the leader renews twice a second instead of every 2 s (one small Lease
 //! write each time, per component) and each standby reads the Lease about once a second. The
 //! lease duration and renew deadline stay at the upstream defaults, written out so that the
-//! three flags are seen together and client-go's rule holds by construction (lease duration
-//! > renew deadline > 1.2 × retry period): a leader still rides out a 10 s API outage, and a
+//! three flags are seen together and client-go's rule holds by construction (the lease
+//! duration above the renew deadline, which is above 1.2 retry periods): a leader still rides
+//! out a 10 s API outage, and a
 //! standby still waits 15 s before it takes over from a holder nobody confirmed gone.
 
 use k8s_openapi::api::core::v1::PodSpec;
@@ -95,8 +96,9 @@ mod tests {
     #[test]
     fn the_clock_goes_where_the_flags_are_and_replaces_any_other() {
         type Line = &'static [&'static str];
+        type Lines = (Vec<&'static str>, Vec<&'static str>);
         // (command, args) before → (command, args) after.
-        let cases: [((Line, Line), (Vec<&str>, Vec<&str>)); 5] = [
+        let cases: [((Line, Line), Lines); 5] = [
             (
                 (&["kube-scheduler", "--leader-elect=true"], &[]),
                 (

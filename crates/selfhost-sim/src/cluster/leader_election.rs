@@ -567,7 +567,8 @@ mod tests {
         let ms = Duration::from_millis;
         let real = timings();
         let tenfold = timings().scaled(10);
-        let cases: [(&LeaderElectionTimings, &[&str], Result<[Duration; 3], &str>); 8] = [
+        type Expected = Result<[Duration; 3], &'static str>;
+        let cases: [(&LeaderElectionTimings, &[&str], Expected); 8] = [
             (&real, &[], Ok([secs(15), secs(10), secs(2)])),
             (
                 &real,
