@@ -7,6 +7,7 @@
 //! manifests directory directly, and moves manifests aside into a backup directory beside it
 //! instead of deleting them.
 
+mod figures;
 pub mod files;
 pub mod observe;
 mod preflight;
@@ -22,6 +23,7 @@ use selfhost_core::conversion::ConversionError;
 use selfhost_core::conversion::decide::Direction;
 use serde::Serialize;
 
+pub use figures::ComponentFigures;
 pub use preflight::{ComponentPlan, ConversionPlan, plan};
 pub use run::convert;
 
