@@ -139,6 +139,9 @@ struct Figures {
     to_static: PhaseFigures,
     /// The hand-over gaps the engine measured and reported (no port sharing).
     gaps: Vec<f64>,
+    /// The apiserver gaps the engine reported for each kube-apiserver conversion to
+    /// self-hosted (its own `/readyz` probes).
+    reported_api_gaps: Vec<f64>,
     /// The longest leaderless gap the engine reported for the controller-manager's and the
     /// scheduler's own conversions, both ways.
     reported_leaderless: Vec<f64>,
@@ -161,6 +164,10 @@ impl Figures {
             );
         }
         eprintln!("{what}: hand-over gaps reported (s): {:?}", self.gaps);
+        eprintln!(
+            "{what}: apiserver gaps reported (s): {:?}",
+            self.reported_api_gaps
+        );
         eprintln!(
             "{what}: leaderless gaps reported for the controller-manager and scheduler (s): {:?}",
             self.reported_leaderless
@@ -270,6 +277,10 @@ async fn round_trip(nodes: usize, port_sharing: bool, handovers: Option<Handover
         to_self_hosted,
         to_static,
         gaps: gaps(&reports),
+        reported_api_gaps: done(&reports)
+            .filter(|(component, _, _)| *component == Component::ApiServer)
+            .map(|(_, _, measured)| measured.longest_failing_seconds)
+            .collect(),
         reported_leaderless: leaderless(&[reports, back].concat()),
     }
 }
@@ -382,6 +393,16 @@ async fn one_node_without_port_sharing_has_a_gap_of_at_most_one_pod_start() {
         "down for {:?}; a back-off and one pod start is {bound:?}",
         f.longest_down
     );
+    // The gap the run reports is what its probes saw: no longer than the real one plus a
+    // probe period (it probes every 0.1 s).
+    assert_eq!(figures.reported_api_gaps.len(), 1);
+    for gap in &figures.reported_api_gaps {
+        let most = bound + LOAD_MARGIN + Duration::from_millis(100);
+        assert!(
+            *gap <= most.as_secs_f64(),
+            "the run reported an apiserver gap of {gap}s, more than {most:?}"
+        );
+    }
     // Back to static: the DaemonSet template shares its port, so at most a join.
     assert_eq!(figures.to_static.longest_down, Duration::ZERO);
     assert!(figures.to_static.longest_failed_reads <= one_join(&t) + LOAD_MARGIN);
