@@ -30,6 +30,8 @@ use serde::Serialize;
 use crate::component::Component;
 use crate::observation::{DaemonSetObservation, PodObservation};
 
+pub use super::leadership::LeaseHandOver;
+
 /// Which way a conversion goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -87,57 +89,6 @@ pub struct NodeComponent {
     /// Whether a live leader holds the component's Lease (`Ok` for the apiserver, and when
     /// leader election is off; `Err`: why not).
     pub leader: Result<(), String>,
-}
-
-/// A leader Lease to delete (with its resourceVersion as precondition) because its holder's
-/// process is confirmed gone: a standby then takes it on its next retry instead of after a
-/// whole lease duration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LeaseHandOver {
-    /// The Lease.
-    pub lease: String,
-    /// Precondition: its uid, if known.
-    pub uid: Option<String>,
-    /// Precondition: its resourceVersion as observed.
-    pub resource_version: String,
-    /// The holder whose process is gone.
-    pub holder: String,
-    /// The evidence that it is gone.
-    pub why: String,
-}
-
-impl LeaseHandOver {
-    /// The hand-over the upgrade's rule finds in `obs`, if any (see
-    /// [`crate::pivot::lease_hand_over`]).
-    pub fn find(obs: &crate::observation::Observation) -> Option<LeaseHandOver> {
-        match crate::pivot::lease_hand_over(obs)? {
-            crate::pivot::Step::HandOverLease {
-                lease,
-                uid,
-                resource_version,
-                holder,
-                why,
-            } => Some(LeaseHandOver {
-                lease,
-                uid,
-                resource_version,
-                holder,
-                why,
-            }),
-            _ => None,
-        }
-    }
-
-    /// The same hand-over as the upgrade's step, for its executor.
-    pub fn to_step(&self) -> crate::pivot::Step {
-        crate::pivot::Step::HandOverLease {
-            lease: self.lease.clone(),
-            uid: self.uid.clone(),
-            resource_version: self.resource_version.clone(),
-            holder: self.holder.clone(),
-            why: self.why.clone(),
-        }
-    }
 }
 
 impl NodeComponent {
