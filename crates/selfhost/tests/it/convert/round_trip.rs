@@ -377,7 +377,7 @@ async fn one_node_with_port_sharing_has_no_more_than_one_join() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_node_without_port_sharing_has_a_gap_of_at_most_one_pod_start() {
+async fn one_node_without_port_sharing_is_down_at_most_one_back_off_and_one_pod_start() {
     let figures = round_trip(1, false, Some(Handovers::measured())).await;
     figures.print("one node, no port sharing, measured model");
     let t = timings();
