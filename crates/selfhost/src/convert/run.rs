@@ -64,7 +64,7 @@ pub async fn convert(
         return Ok(report);
     }
     if request.dry_run {
-        return Ok(report);
+        return super::dry_run::walk(clients, view, request, &files, events, report).await;
     }
     for component in Component::ALL {
         let outcome =
@@ -78,11 +78,11 @@ pub async fn convert(
     Ok(report)
 }
 
-struct Context<'a> {
-    clients: &'a Clients,
-    request: &'a ConvertRequest,
-    files: &'a NodeFiles,
-    component: Component,
+pub(super) struct Context<'a> {
+    pub(super) clients: &'a Clients,
+    pub(super) request: &'a ConvertRequest,
+    pub(super) files: &'a NodeFiles,
+    pub(super) component: Component,
 }
 
 async fn run_component(
@@ -322,8 +322,9 @@ fn reflected(view: &ConversionView, component: Component, step: &ConvertStep) ->
     }
 }
 
-/// Carries out an action; returns what it did, in words.
-async fn perform(
+/// Carries out an action; returns what it did, in words. With `--dry-run` its API writes are
+/// server-side dry runs and its file changes are only described.
+pub(super) async fn perform(
     ctx: &Context<'_>,
     view: &ConversionView,
     step: &ConvertStep,
@@ -358,7 +359,7 @@ async fn perform(
             };
             let gated = gate_daemonset(component, (*live).clone());
             let params = PostParams {
-                dry_run: false,
+                dry_run: request.dry_run,
                 field_manager: Some(FIELD_MANAGER.into()),
             };
             match with_retries(
@@ -391,6 +392,7 @@ async fn perform(
             let nodes: Api<Node> = Api::all(client.clone());
             let params = PatchParams {
                 field_manager: Some(FIELD_MANAGER.into()),
+                dry_run: request.dry_run,
                 ..PatchParams::default()
             };
             with_retries(&format!("label node {node}"), &request.retry, || {
@@ -402,6 +404,13 @@ async fn perform(
             } else {
                 format!("removed label {key} from node {node}")
             }
+        }
+        ConvertStep::MoveManifestAside
+        | ConvertStep::RestoreManifest
+        | ConvertStep::RemoveManifest
+            if request.dry_run =>
+        {
+            return Ok(super::dry_run::describe_file_step(files, component, step));
         }
         ConvertStep::MoveManifestAside => {
             let to = files.move_aside(component)?;
@@ -430,7 +439,15 @@ async fn perform(
             } else {
                 format!(" and, from Secrets, {}", written.join(", "))
             };
-            format!("wrote {}{extra}", files.manifest_path(component).display())
+            let wrote = if request.dry_run {
+                "would write (dry run: not written)"
+            } else {
+                "wrote"
+            };
+            format!(
+                "{wrote} {}{extra}",
+                files.manifest_path(component).display()
+            )
         }
         ConvertStep::RemoveManifest => {
             files.remove_manifest(component)?;
@@ -441,6 +458,7 @@ async fn perform(
                 .daemonset(component)
                 .and_then(|d| d.metadata.uid.clone());
             let params = DeleteParams {
+                dry_run: request.dry_run,
                 propagation_policy: Some(PropagationPolicy::Orphan),
                 preconditions: Some(Preconditions {
                     uid,
