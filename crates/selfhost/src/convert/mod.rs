@@ -155,8 +155,8 @@ impl ComponentOutcome {
             ComponentOutcome::Failed { reason, state } => format!("{reason}. State: {state}"),
             ComponentOutcome::Interrupted { step } => format!("stopped before {step}"),
             ComponentOutcome::DryRun { summary, writes } => format!(
-                "dry run: {writes} API write(s) accepted by the server's dry run, nothing \
-                 changed; then: {summary}"
+                "{writes} API write(s) accepted by the server's dry run, nothing changed; \
+                 then: {summary}"
             ),
         }
     }
