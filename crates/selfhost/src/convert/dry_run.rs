@@ -215,11 +215,9 @@ fn assume(
             }
         }
         ConvertStep::GateDaemonSet => obs.daemonset_gated = true,
-        ConvertStep::LabelNode { node } => {
-            if !obs.gated_nodes.contains(node) {
-                obs.gated_nodes.push(node.clone());
-                obs.gated_nodes.sort();
-            }
+        ConvertStep::LabelNode { node } if !obs.gated_nodes.contains(node) => {
+            obs.gated_nodes.push(node.clone());
+            obs.gated_nodes.sort();
         }
         ConvertStep::UnlabelNode { node } => obs.gated_nodes.retain(|n| n != node),
         ConvertStep::MoveManifestAside => {

@@ -57,9 +57,9 @@ pub(super) async fn write_manifest(
                 key: file.key.clone(),
                 path: file.path.clone(),
             })?;
-        if request.dry_run {
-            written.push(file.path.clone());
-        } else if write_secret_file(&request.host_root, &file.path, &content.0, file.mode)? {
+        if request.dry_run
+            || write_secret_file(&request.host_root, &file.path, &content.0, file.mode)?
+        {
             written.push(file.path.clone());
         }
     }
