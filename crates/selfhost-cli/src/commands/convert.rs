@@ -111,6 +111,9 @@ fn resume_command(request: &ConvertRequest) -> String {
     if request.certs_in_secrets {
         command.push_str(" --certs-in-secrets");
     }
+    if let Some((path, _)) = &request.config_file {
+        command.push_str(&format!(" --config {}", path.display()));
+    }
     command.push_str(" --yes");
     command
 }

@@ -163,3 +163,49 @@ async fn a_config_file_that_disagrees_is_reported_and_the_manifest_on_disk_wins(
         "nothing the manifest lacks was added: {command:?}"
     );
 }
+
+/// Without `--node`, the node an InitConfiguration in the file registers is the one converted
+/// (before this host's name, which is no node of the simulated cluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_name_comes_from_the_config_file_when_not_given() {
+    let sim = static_cluster().await;
+    let scratch = tempfile::tempdir().expect("scratch");
+    let file = scratch.path().join("kubeadm.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nnodeRegistration:\n  \
+         name: cp-1\n---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n",
+    )
+    .expect("write");
+    let dir = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
+    let run = |config: Option<&std::path::Path>| {
+        let mut command = crate::selfhost();
+        command
+            .arg("--kubeconfig")
+            .arg(sim.kubeconfig_path())
+            .args(["convert", "to-self-hosted", "--dry-run", "-o", "json"])
+            .arg("--manifests-dir")
+            .arg(&dir);
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        command.output().expect("runs")
+    };
+    let out = run(Some(&file));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(plan(&events)["node"], "cp-1", "{events:?}");
+
+    let out = run(None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the cluster has no node named"), "{stderr}");
+}
