@@ -160,6 +160,19 @@ async fn dry_runs_both_ways_send_every_write_as_a_dry_run_and_change_nothing() {
     let (events, code) = convert(&sim, "to-static", &["--dry-run"], None).await;
     assert_eq!(code, Some(0), "{events:#?}");
     assert_dry_run_result(&events);
+    let plan = events
+        .iter()
+        .find(|e| e["event"] == "plan")
+        .map(|e| e["plan"].clone())
+        .unwrap_or_default();
+    for component in plan["components"].as_array().into_iter().flatten() {
+        assert_eq!(
+            component["config_disagreements"],
+            serde_json::json!([]),
+            "the DaemonSets made from kubeadm's manifests still agree with kubeadm's \
+             configuration (selfhost's own flags aside): {component}"
+        );
+    }
     for step in ["write-manifest", "unlabel-node", "delete-daemonset"] {
         let made = actions(&events, step);
         assert_eq!(made.len(), 3, "{step} for each component: {events:#?}");
