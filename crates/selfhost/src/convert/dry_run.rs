@@ -296,3 +296,126 @@ fn settle(mut obs: NodeComponent) -> NodeComponent {
     }
     obs
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use selfhost_core::conversion::decide::Direction;
+
+    use super::*;
+
+    /// The decisions a dry run takes from `obs`, with its predictions in between (no API).
+    fn predicted(
+        direction: Direction,
+        mut obs: NodeComponent,
+        files: &NodeFiles,
+        request: &ConvertRequest,
+    ) -> (Vec<&'static str>, NodeComponent) {
+        let mut steps = Vec::new();
+        for _ in 0..MAX_DECISIONS {
+            let step = next_step(direction, &Mode::Forward, &obs);
+            steps.push(step.name());
+            match step {
+                ConvertStep::Wait { .. } => obs = settle(obs),
+                ConvertStep::Done { .. }
+                | ConvertStep::Refuse { .. }
+                | ConvertStep::Fail { .. }
+                | ConvertStep::RolledBack { .. } => break,
+                action => obs = assume(obs, &action, files, request).expect("predicts"),
+            }
+        }
+        (steps, obs)
+    }
+
+    /// A node running kubeadm's static scheduler, and its manifests directory.
+    fn static_node(port_sharing: bool) -> (tempfile::TempDir, NodeFiles, NodeComponent) {
+        let root = tempfile::tempdir().expect("scratch");
+        let manifests = root.path().join("manifests");
+        std::fs::create_dir(&manifests).expect("dir");
+        let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../selfhost-core/tests/fixtures/kube-scheduler.yaml");
+        std::fs::copy(fixture, manifests.join("kube-scheduler.yaml")).expect("copy");
+        let files = NodeFiles::open(&manifests).expect("open");
+        let now = Timestamp::now();
+        let obs = NodeComponent {
+            component: Component::Scheduler,
+            node: "cp-1".into(),
+            now,
+            deadline: now + std::time::Duration::from_secs(60),
+            manifest_on_disk: true,
+            manifest_in_backup: false,
+            static_permits_port_sharing: port_sharing,
+            daemonset: None,
+            daemonset_gated: false,
+            gated_nodes: Vec::new(),
+            mirror: Some(predicted_pod("kube-scheduler-cp-1", "cp-1")),
+            mirror_serving: Ok(()),
+            daemonset_pod_serving: Err("cp-1: no DaemonSet pod".into()),
+        };
+        (root, files, obs)
+    }
+
+    #[test]
+    fn the_prediction_leads_both_ways_to_the_end_with_and_without_port_sharing() {
+        for port_sharing in [true, false] {
+            let (_root, files, obs) = static_node(port_sharing);
+            let request =
+                ConvertRequest::new(Direction::ToSelfHosted, "cp-1", &files.manifests_dir);
+            let (steps, converted) = predicted(Direction::ToSelfHosted, obs, &files, &request);
+            assert_eq!(
+                steps,
+                [
+                    "create-daemonset",
+                    "label-node",
+                    "wait",
+                    "move-manifest-aside",
+                    "wait",
+                    "done"
+                ],
+                "to self-hosted, port sharing {port_sharing}"
+            );
+            let request = ConvertRequest::new(Direction::ToStatic, "cp-1", &files.manifests_dir);
+            let (steps, _) = predicted(Direction::ToStatic, converted, &files, &request);
+            assert_eq!(
+                steps,
+                [
+                    "write-manifest",
+                    "wait",
+                    "unlabel-node",
+                    "wait",
+                    "delete-daemonset",
+                    "done"
+                ],
+                "back to static, port sharing {port_sharing}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pod_stuck_now_is_found_before_any_prediction() {
+        let (_root, files, mut obs) = static_node(true);
+        let request = ConvertRequest::new(Direction::ToStatic, "cp-1", &files.manifests_dir);
+        let mut stuck = predicted_pod("kube-scheduler-cp-1", "cp-1");
+        stuck.containers[0].state = selfhost_core::observation::ContainerState::Waiting {
+            reason: Some("ErrImagePull".into()),
+            message: None,
+        };
+        obs.mirror = Some(stuck);
+        // To static with the DaemonSet serving and the static pod failing to pull.
+        let ds = self_hosted_daemonset(
+            Component::Scheduler,
+            &files
+                .manifest(Component::Scheduler)
+                .expect("read")
+                .expect("manifest"),
+            &DaemonSetOptions::default(),
+        )
+        .expect("DaemonSet");
+        obs.daemonset = Some(DaemonSetObservation::from_daemonset(&ds, &[]));
+        obs.daemonset_gated = true;
+        obs.gated_nodes = vec!["cp-1".into()];
+        let (steps, _) = predicted(Direction::ToStatic, obs, &files, &request);
+        assert_eq!(steps, ["fail"]);
+    }
+}
