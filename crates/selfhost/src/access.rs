@@ -204,6 +204,8 @@ pub fn prepull() -> Vec<Permission> {
 /// un-gated DaemonSet to gate.
 ///
 /// - `node`: the node converted, read first (an unknown name is bad input) and labelled.
+/// - the leader Leases of the controller-manager and the scheduler, handed over from the
+///   stopping pod to the new one as the upgrade hands them over.
 /// - `certs_in_secrets` (to self-hosted): every Secret of kubeadm's certificates and
 ///   kubeconfigs is created, or read and replaced when it exists.
 /// - `secrets_read` (to static): the Secrets the live DaemonSets mount, read to write the
@@ -219,6 +221,12 @@ pub fn convert(node: &str, certs_in_secrets: bool, secrets_read: &[String]) -> V
         let name = component.daemonset_name();
         needs.push(daemonset("update").named(&name));
         needs.push(daemonset("delete").named(&name));
+        // Leadership is handed over from the static pod to the DaemonSet's as in an upgrade.
+        if let Some(lease) = component.leader_lease_name() {
+            needs.push(
+                Permission::in_kube_system("delete", "coordination.k8s.io", "leases").named(lease),
+            );
+        }
     }
     let secret =
         |verb: &str, name: &str| Permission::in_kube_system(verb, "", "secrets").named(name);

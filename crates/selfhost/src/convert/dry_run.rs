@@ -60,6 +60,19 @@ fn is_api_write(step: &ConvertStep) -> bool {
     )
 }
 
+/// Whether [`perform`] makes `step` as a server-side dry run or only describes it: every API
+/// write and file change it makes looks at `request.dry_run`.
+fn honours_dry_run(step: &ConvertStep) -> bool {
+    is_api_write(step)
+        || matches!(
+            step,
+            ConvertStep::MoveManifestAside
+                | ConvertStep::RestoreManifest
+                | ConvertStep::WriteManifest
+                | ConvertStep::RemoveManifest
+        )
+}
+
 async fn walk_component(
     clients: &Clients,
     view: &mut ConversionView,
@@ -127,6 +140,17 @@ async fn walk_component(
                 });
                 obs = settle(obs);
                 settled_without_a_step = true;
+            }
+            action if !honours_dry_run(&action) => {
+                // A step this walk does not know to make safely as a dry run is only named.
+                settled_without_a_step = false;
+                events.emit(Event::Action {
+                    component,
+                    step: action.name().to_string(),
+                    detail: format!("would {action} (dry run: not done)"),
+                    dry_run: true,
+                });
+                obs = assume(obs, &action, files, request)?;
             }
             action => {
                 settled_without_a_step = false;

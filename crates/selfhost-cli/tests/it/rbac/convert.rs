@@ -98,6 +98,15 @@ async fn rbac_convert_without_each_of_its_rules_refuses_naming_it() {
             ],
         ),
         (
+            Cut::Rule("Role", UPGRADER, 5),
+            "to-self-hosted",
+            &[],
+            &[
+                r#"delete on leases.coordination.k8s.io "kube-controller-manager" in namespace kube-system"#,
+                r#"delete on leases.coordination.k8s.io "kube-scheduler" in namespace kube-system"#,
+            ],
+        ),
+        (
             Cut::Rule("Role", CONVERTER, 0),
             "to-static",
             &[],
