@@ -240,8 +240,19 @@ pub fn convert(node: &str, certs_in_secrets: bool, secrets_read: &[String]) -> V
             needs.push(secret("update", &table.name));
         }
     }
-    for name in secrets_read {
-        let get = secret("get", name);
+    for get in read_secrets(secrets_read) {
+        if !needs.contains(&get) {
+            needs.push(get);
+        }
+    }
+    needs
+}
+
+/// Reading these Secrets in kube-system, each once.
+pub fn read_secrets(names: &[String]) -> Vec<Permission> {
+    let mut needs: Vec<Permission> = Vec::new();
+    for name in names {
+        let get = Permission::in_kube_system("get", "", "secrets").named(name);
         if !needs.contains(&get) {
             needs.push(get);
         }

@@ -359,11 +359,7 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
     // What to-static reads depends on the DaemonSets and the node's files: asked once known.
     let reads = secrets_to_read(&view, &request);
     if !reads.is_empty() {
-        let secrets: Vec<Permission> = access::convert(&request.node, false, &reads)
-            .into_iter()
-            .filter(|p| p.resource == "secrets")
-            .collect();
-        check_access(&clients, &secrets).await?;
+        check_access(&clients, &access::read_secrets(&reads)).await?;
     }
     let plan = plan(&mut view, &clients.api, &request)
         .await
