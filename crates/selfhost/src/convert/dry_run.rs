@@ -7,7 +7,8 @@
 //! The prediction starts from what is observed now and applies each step's intended effect
 //! ([`assume`]) and, for a wait, the state the wait waits for ([`settle`]): the DaemonSet pod
 //! serving on a labelled node, none on an unlabelled one, the static pod serving exactly when
-//! its manifest is in the manifests directory.
+//! its manifest is in the manifests directory, a leader holding the component's Lease. A step
+//! this walk cannot make as a dry run (the leader Lease hand-over) is named, not made.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -254,6 +255,7 @@ fn assume(
             obs.daemonset = None;
             obs.daemonset_gated = false;
         }
+        ConvertStep::HandOverLease(_) => obs.lease_hand_over = None,
         _ => {}
     }
     Ok(obs)
@@ -285,6 +287,9 @@ fn settle(mut obs: NodeComponent) -> NodeComponent {
     let node = obs.node.clone();
     let component = obs.component;
     let gated_here = obs.gated_nodes.contains(&node);
+    // A standby takes the Lease the stopped process held.
+    obs.lease_hand_over = None;
+    obs.leader = Ok(());
     if obs
         .daemonset
         .as_ref()
@@ -376,6 +381,8 @@ mod tests {
             mirror: Some(predicted_pod("kube-scheduler-cp-1", "cp-1")),
             mirror_serving: Ok(()),
             daemonset_pod_serving: Err("cp-1: no DaemonSet pod".into()),
+            lease_hand_over: None,
+            leader: Ok(()),
         };
         (root, files, obs)
     }
@@ -441,5 +448,29 @@ mod tests {
         obs.gated_nodes = vec!["cp-1".into()];
         let (steps, _) = predicted(Direction::ToStatic, obs, &files, &request);
         assert_eq!(steps, ["fail"]);
+    }
+
+    #[test]
+    fn a_lease_to_hand_over_is_named_first_and_then_taken_as_handed_over() {
+        use selfhost_core::conversion::decide::LeaseHandOver;
+
+        let (_root, files, mut obs) = static_node(true);
+        obs.lease_hand_over = Some(LeaseHandOver {
+            lease: "kube-scheduler".into(),
+            uid: None,
+            resource_version: "7".into(),
+            holder: "cp-1_old".into(),
+            why: "its pod is gone".into(),
+        });
+        obs.leader = Err("the Lease is held by a process that is gone".into());
+        assert!(!honours_dry_run(&next_step(
+            Direction::ToSelfHosted,
+            &Mode::Forward,
+            &obs
+        )));
+        let request = ConvertRequest::new(Direction::ToSelfHosted, "cp-1", &files.manifests_dir);
+        let (steps, _) = predicted(Direction::ToSelfHosted, obs, &files, &request);
+        assert_eq!(steps.first(), Some(&"hand-over-lease"), "{steps:?}");
+        assert_eq!(steps.last(), Some(&"done"), "{steps:?}");
     }
 }
