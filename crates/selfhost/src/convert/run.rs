@@ -98,7 +98,7 @@ pub async fn convert(
         return Ok(report);
     }
     if request.dry_run {
-        return Ok(report);
+        return super::dry_run::walk(clients, view, request, &files, events, report).await;
     }
     for component in Component::ALL {
         let outcome =
@@ -112,11 +112,11 @@ pub async fn convert(
     Ok(report)
 }
 
-struct Context<'a> {
-    clients: &'a Clients,
-    request: &'a ConvertRequest,
-    files: &'a NodeFiles,
-    component: Component,
+pub(super) struct Context<'a> {
+    pub(super) clients: &'a Clients,
+    pub(super) request: &'a ConvertRequest,
+    pub(super) files: &'a NodeFiles,
+    pub(super) component: Component,
 }
 
 async fn run_component(
@@ -369,8 +369,9 @@ fn reflected(view: &ConversionView, component: Component, step: &ConvertStep) ->
     }
 }
 
-/// Carries out an action; returns what it did, in words.
-async fn perform(
+/// Carries out an action; returns what it did, in words. With `--dry-run` its API writes are
+/// server-side dry runs and its file changes are only described.
+pub(super) async fn perform(
     ctx: &Context<'_>,
     view: &ConversionView,
     step: &ConvertStep,
@@ -405,7 +406,7 @@ async fn perform(
             };
             let gated = gate_daemonset(component, (*live).clone());
             let params = PostParams {
-                dry_run: false,
+                dry_run: request.dry_run,
                 field_manager: Some(FIELD_MANAGER.into()),
             };
             match with_retries(
@@ -438,6 +439,7 @@ async fn perform(
             let nodes: Api<Node> = Api::all(client.clone());
             let params = PatchParams {
                 field_manager: Some(FIELD_MANAGER.into()),
+                dry_run: request.dry_run,
                 ..PatchParams::default()
             };
             with_retries(&format!("label node {node}"), &request.retry, || {
@@ -449,6 +451,13 @@ async fn perform(
             } else {
                 format!("removed label {key} from node {node}")
             }
+        }
+        ConvertStep::MoveManifestAside
+        | ConvertStep::RestoreManifest
+        | ConvertStep::RemoveManifest
+            if request.dry_run =>
+        {
+            return Ok(super::dry_run::describe_file_step(files, component, step));
         }
         ConvertStep::MoveManifestAside => {
             let to = files.move_aside(component)?;
@@ -477,7 +486,15 @@ async fn perform(
             } else {
                 format!(" and, from Secrets, {}", written.join(", "))
             };
-            format!("wrote {}{extra}", files.manifest_path(component).display())
+            let wrote = if request.dry_run {
+                "would write (dry run: not written)"
+            } else {
+                "wrote"
+            };
+            format!(
+                "{wrote} {}{extra}",
+                files.manifest_path(component).display()
+            )
         }
         ConvertStep::RemoveManifest => {
             files.remove_manifest(component)?;
@@ -488,6 +505,7 @@ async fn perform(
                 .daemonset(component)
                 .and_then(|d| d.metadata.uid.clone());
             let params = DeleteParams {
+                dry_run: request.dry_run,
                 propagation_policy: Some(PropagationPolicy::Orphan),
                 preconditions: Some(Preconditions {
                     uid,

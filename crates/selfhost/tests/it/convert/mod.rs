@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod certs;
+mod dry_run;
 mod failures;
 mod round_trip;
 
