@@ -78,6 +78,21 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    spawn_reflector_with(api, config, shared, |_: &K| {})
+}
+
+/// [`spawn_reflector`], also handing `delivered` every object a list or watch event delivers,
+/// before the change is announced (the prepull view records which DaemonSets it has seen).
+pub(crate) fn spawn_reflector_with<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    shared: &Arc<Shared>,
+    mut delivered: impl FnMut(&K) + Send + 'static,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
     let (store, writer) = reflector::store::<K>();
     let shared = Arc::clone(shared);
     let task = tokio::spawn(async move {
@@ -87,8 +102,13 @@ where
             .boxed();
         while let Some(item) = stream.next().await {
             match item {
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(_) => {
+                Ok(watcher::Event::Init) => {}
+                // A relist shows in the store only at its InitDone, announced below.
+                Ok(watcher::Event::InitApply(object)) => delivered(&object),
+                Ok(event) => {
+                    if let watcher::Event::Apply(object) = &event {
+                        delivered(object);
+                    }
                     shared.changes.send_modify(|n| *n += 1);
                 }
                 Err(err) => {
