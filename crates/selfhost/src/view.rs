@@ -4,7 +4,7 @@
 //! exactly the objects it needs — the kube-system DaemonSets, the control-plane pods (by
 //! label, so that a cluster with 100,000 other pods costs nothing), the control-plane nodes and
 //! the kube-system Leases — and rebuilds its observation from these caches whenever something
-//! changes. The watches use kube-runtime's backoff, so they outlive an API server handing over
+//! changes. The watches retry with backoff (`reconnect.rs`), so they outlive an API server handing over
 //! or crashing: they reconnect and relist by themselves.
 
 use std::sync::{Arc, Mutex};
@@ -82,7 +82,7 @@ where
     let shared = Arc::clone(shared);
     let task = tokio::spawn(async move {
         let mut stream = watcher(api, config)
-            .default_backoff()
+            .backoff(crate::reconnect::WatchBackoff::new())
             .reflect(writer)
             .boxed();
         while let Some(item) = stream.next().await {
