@@ -1,7 +1,8 @@
 //! Building the core's [`Observation`] from the watched view and the probe client.
 //!
 //! Every decision reads the cluster afresh: the view's caches (kept current by watches, so
-//! this costs no request) and the API's health (probed at most once per `HEALTH_MAX_AGE`).
+//! this costs no request) and the API's health (the last probe; the executor probes afresh
+//! for the one decision that reads it).
 //! The only memory is the identity tracker, fed by its own watch (see `identity.rs`), and the
 //! record of what the run cost (see `measure.rs`), which decides nothing.
 
@@ -135,10 +136,22 @@ impl Observer {
             .find(|d| d.metadata.name.as_deref() == Some(name))
     }
 
-    /// One observation of `component`, as the state machine takes it.
+    /// How long ago the API's health was last probed (`None`: never).
+    pub fn health_age(&self) -> Option<Duration> {
+        self.health.as_ref().map(|(at, _)| at.elapsed())
+    }
+
+    /// One observation of `component`, as the state machine takes it. The API's health in it
+    /// is the last probe's, of any age (probed now only if there was none): only the
+    /// apiserver's verification reads it, and the executor makes sure that decision has a
+    /// fresh one ([`Observer::health_age`]). Probing on every observation would hold every
+    /// decision up for a probe's round trip — up to its timeout while an apiserver hands over.
     pub async fn observe(&mut self, component: Component) -> Observation {
+        let api = match &self.health {
+            Some((_, health)) => health.clone(),
+            None => self.api_health(HEALTH_MAX_AGE).await,
+        };
         let now = Timestamp::now();
-        let api = self.api_health(HEALTH_MAX_AGE).await;
         let pods = self.view.pods.state();
         let backup_pods = self.view.backup_pods.state();
         let real = self.daemonset(&component.daemonset_name()).map(|ds| {
