@@ -74,8 +74,8 @@ impl Observer {
         }
     }
 
-    /// Waits for the next change of anything watched (the identity Leases' every change
-    /// included), or until `deadline`; returns whether something changed.
+    /// Waits for a change of anything watched since the last observation (the identity
+    /// Leases' every change included), or until `deadline`; returns whether something changed.
     pub async fn next_change(&mut self, deadline: Instant) -> bool {
         tokio::select! {
             changed = self.view.next_change(deadline) => changed,
@@ -151,6 +151,8 @@ impl Observer {
             Some((_, health)) => health.clone(),
             None => self.api_health(HEALTH_MAX_AGE).await,
         };
+        // From here on, any change wakes the next wait: it may not be in what is read below.
+        self.view.mark_seen();
         let now = Timestamp::now();
         let pods = self.view.pods.state();
         let backup_pods = self.view.backup_pods.state();

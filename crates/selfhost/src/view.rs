@@ -206,10 +206,17 @@ impl ClusterView {
         }
     }
 
-    /// Waits for the next change of any watched object, or until `deadline`; returns whether
-    /// something changed.
-    pub async fn next_change(&mut self, deadline: Instant) -> bool {
+    /// Marks every change so far as seen. Called before the caches are read for a decision,
+    /// so that a change arriving while the decision is made still wakes the next
+    /// [`ClusterView::next_change`] (marking only when starting to wait lost such changes,
+    /// and the wait then lasted until some later event).
+    pub fn mark_seen(&mut self) {
         self.changes.borrow_and_update();
+    }
+
+    /// Waits for a change of any watched object since the last [`ClusterView::mark_seen`]
+    /// (at once if one came already), or until `deadline`; returns whether something changed.
+    pub async fn next_change(&mut self, deadline: Instant) -> bool {
         matches!(
             tokio::time::timeout_at(deadline, self.changes.changed()).await,
             Ok(Ok(()))
