@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 #[path = "../tests/reference/kubeadm.rs"]
 mod kubeadm_reference;
 /// One run's timeline, simulator and engine merged (`-- profile N`).
+#[path = "upgrade/profile.rs"]
 mod profile;
 /// The side-by-side harness shared with the tests.
 #[path = "../tests/reference/versus.rs"]
