@@ -4,8 +4,8 @@
 //! exactly the objects it needs — the kube-system DaemonSets, the control-plane pods (by
 //! label, so that a cluster with 100,000 other pods costs nothing), the control-plane nodes and
 //! the kube-system Leases — and rebuilds its observation from these caches whenever something
-//! changes. The watches retry with backoff (`reconnect.rs`), so they outlive an API server handing over
-//! or crashing: they reconnect and relist by themselves.
+//! changes. The watches retry with backoff (`reconnect.rs`), so they outlive an API server
+//! handing over or crashing: they reconnect and relist by themselves.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
