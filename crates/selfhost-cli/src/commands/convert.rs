@@ -410,7 +410,17 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
             ),
         },
     };
-    result_line(json, name, &message, &backup_dir)?;
+    // The run's own figures (apiserver gap, leaderless gap) go with the result.
+    let message = match report.figures_summary() {
+        Some(figures) => format!("{message}. {figures}"),
+        None => message,
+    };
+    if json {
+        ui::json_line(&serde_json::json!({
+            "event": "result", "outcome": name, "message": message, "backup_dir": backup_dir,
+            "components": report.figures(),
+        }))?;
+    }
     if outcome == Outcome::Done {
         if !json {
             ui::say(message);

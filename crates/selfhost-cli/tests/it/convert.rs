@@ -159,6 +159,11 @@ async fn killed_at_each_step_of_both_conversions_the_rerun_completes() {
         );
         assert_eq!(last["event"], "result");
         assert_eq!(last["outcome"], "done");
+        let figures = last["components"].as_array().cloned().unwrap_or_default();
+        assert!(
+            figures.len() == 3 && figures.iter().all(|f| f["api_gap_seconds"].is_number()),
+            "the result carries each component's apiserver and leaderless gaps: {last}"
+        );
         let (daemonsets, labels) = leftovers(&sim).await;
         if *direction == "to-self-hosted" {
             assert!(files(&dir).is_empty(), "{:?}", files(&dir));

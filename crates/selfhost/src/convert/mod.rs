@@ -7,6 +7,7 @@
 //! manifests directory directly, and moves manifests aside into a backup directory beside it
 //! instead of deleting them.
 
+mod figures;
 pub mod files;
 pub mod observe;
 mod preflight;
@@ -22,10 +23,12 @@ use selfhost_core::conversion::ConversionError;
 use selfhost_core::conversion::decide::Direction;
 use serde::Serialize;
 
+pub use figures::ComponentFigures;
 pub use preflight::{ComponentPlan, ConversionPlan, plan};
 pub use run::convert;
 
 use crate::error::ApiCallError;
+use crate::measure::MeasuredDisruption;
 use crate::retry::RetryPolicy;
 use crate::view::ViewTimeout;
 use files::FilesError;
@@ -83,6 +86,9 @@ pub enum ComponentOutcome {
         /// No port sharing: seconds from moving the static manifest aside to the DaemonSet pod
         /// serving, when this run made that hand-over.
         handover_gap_seconds: Option<f64>,
+        /// What the run saw meanwhile: its `/readyz` probes (the apiserver gap) and the leader
+        /// changes of the controller-manager and scheduler Leases (the leaderless gap).
+        measured: MeasuredDisruption,
     },
     /// Refused before any change.
     Refused {
@@ -127,9 +133,26 @@ impl ComponentOutcome {
         match self {
             ComponentOutcome::Done {
                 summary,
-                handover_gap_seconds: Some(gap),
-            } => format!("{summary}; the hand-over without port sharing took {gap:.2}s"),
-            ComponentOutcome::Done { summary, .. } => summary.clone(),
+                handover_gap_seconds,
+                measured,
+            } => {
+                let mut out = summary.clone();
+                if let Some(gap) = handover_gap_seconds {
+                    out.push_str(&format!(
+                        "; the hand-over without port sharing took {gap:.2}s"
+                    ));
+                }
+                out.push_str(&format!(
+                    "; API: {} of {} /readyz probes failed (longest {:.2}s)",
+                    measured.failed_health_probes,
+                    measured.health_probes,
+                    measured.longest_failing_seconds
+                ));
+                if let Some(leaderless) = measured.longest_leaderless_seconds() {
+                    out.push_str(&format!("; leaderless for at most {leaderless:.2}s"));
+                }
+                out
+            }
             ComponentOutcome::Refused { reason, fix } => format!("{reason}; {fix}"),
             ComponentOutcome::RolledBack { reason } => {
                 format!("{reason}; the node was put back as it was")

@@ -2,6 +2,7 @@
 //! kubeadm's order. Its only memory is the run's direction and mode (converting, or restoring
 //! after a failure) and, for the report, when it moved a manifest aside.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -13,6 +14,7 @@ use selfhost_core::Component;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::conversion::decide::{ConvertStep, Mode, NodeComponent, next_step};
 use selfhost_core::conversion::{NODE_GATE_VALUE, gate_daemonset, node_gate_label};
+use selfhost_core::observation::ApiHealth;
 use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -28,6 +30,7 @@ use crate::error::FailureKind;
 use crate::events::{Event, Events};
 use crate::execute::FIELD_MANAGER;
 use crate::health;
+use crate::measure::Recorder;
 use crate::retry::with_retries;
 
 /// The longest a wait goes without deciding again, even if no watch reported a change: time
@@ -37,6 +40,37 @@ const RECHECK: Duration = Duration::from_millis(500);
 const READ_OWN_WRITE: Duration = Duration::from_secs(5);
 /// The same action asked for this many times in a row means the cluster does not take it.
 const MAX_REPEATS: u32 = 10;
+/// How often a run probes `/readyz` while it converts a component: the apiserver gap it
+/// reports is measured by these probes.
+const HEALTH_SAMPLE: Duration = Duration::from_millis(100);
+
+/// Probes `/readyz` every [`HEALTH_SAMPLE`] into the run's record until dropped.
+struct HealthSampler(tokio::task::JoinHandle<()>);
+
+impl HealthSampler {
+    fn start(probe: kube::Client, recorder: Arc<Mutex<Recorder>>) -> HealthSampler {
+        HealthSampler(tokio::spawn(async move {
+            loop {
+                let health = health::readyz(&probe).await;
+                let api = ApiHealth {
+                    readyz_ok: health.healthy,
+                    readyz_detail: health.problem,
+                    git_version: None,
+                };
+                if let Ok(mut recorder) = recorder.lock() {
+                    recorder.probe(Instant::now(), &api);
+                }
+                tokio::time::sleep(HEALTH_SAMPLE).await;
+            }
+        }))
+    }
+}
+
+impl Drop for HealthSampler {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Runs the conversion of `request.node`: preflight, then each component in order until one
 /// does not end done. Refusals change nothing; with `dry_run` only the plan is made.
@@ -95,6 +129,7 @@ async fn run_component(
     cancel: &CancellationToken,
 ) -> Result<ComponentOutcome, ConvertError> {
     let started = Instant::now();
+    let sampler = HealthSampler::start(clients.probe.clone(), Arc::clone(view.recorder()));
     events.emit(Event::ComponentStarted { component });
     let ctx = Context {
         clients,
@@ -130,10 +165,16 @@ async fn run_component(
                         continue;
                     }
                 }
+                let measured = match view.recorder().lock() {
+                    Ok(recorder) => recorder.measure(started, Instant::now()),
+                    // Never poisoned (nothing panics while it is held); an empty record then.
+                    Err(_) => Recorder::default().measure(started, Instant::now()),
+                };
                 break ComponentOutcome::Done {
                     summary,
                     handover_gap_seconds: moved_without_sharing
                         .map(|at| at.elapsed().as_secs_f64()),
+                    measured,
                 };
             }
             ConvertStep::Refuse { reason, fix } => break ComponentOutcome::Refused { reason, fix },
@@ -239,6 +280,7 @@ async fn run_component(
             }
         }
     };
+    drop(sampler);
     events.emit(Event::ComponentFinished {
         component,
         outcome: outcome.name().to_string(),
@@ -318,6 +360,11 @@ fn reflected(view: &ConversionView, component: Component, step: &ConvertStep) ->
             )
         }),
         ConvertStep::DeleteDaemonSet => view.daemonset(component).is_none(),
+        // Gone from the cache, or already taken by a standby (another resourceVersion).
+        ConvertStep::HandOverLease(hand_over) => view.leases.state().iter().all(|l| {
+            l.metadata.name.as_deref() != Some(hand_over.lease.as_str())
+                || l.metadata.resource_version.as_ref() != Some(&hand_over.resource_version)
+        }),
         _ => true,
     }
 }
@@ -460,6 +507,21 @@ async fn perform(
                 Err(e) => return Err(e.into()),
             }
             format!("deleted DaemonSet kube-system/{name} (orphan policy)")
+        }
+        ConvertStep::HandOverLease(hand_over) => {
+            // The upgrade's own hand-over: a delete with the Lease's uid and resourceVersion
+            // as preconditions, so a standby that took it meanwhile keeps it.
+            let step = hand_over.to_step();
+            if let Some(result) =
+                crate::execute::perform(client, &step, |_| None, &request.retry, false).await
+            {
+                result?;
+            }
+            format!(
+                "deleted Lease kube-system/{} held by {}, whose process is gone ({}): a \
+                 standby takes it on its next retry",
+                hand_over.lease, hand_over.holder, hand_over.why
+            )
         }
         other => format!("nothing to do for {}", other.name()),
     })

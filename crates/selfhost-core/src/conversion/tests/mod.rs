@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use proptest::prelude::*;
 
-use super::decide::{ConvertStep, Direction, Mode, NodeComponent, next_step};
+use super::decide::{ConvertStep, Direction, LeaseHandOver, Mode, NodeComponent, next_step};
 use super::*;
 use crate::command_line;
 use crate::config::{ClusterConfig, ExtraArg};
@@ -317,8 +317,12 @@ mod decisions {
             )),
             mirror_serving: Ok(()),
             daemonset_pod_serving: Err("no pod".into()),
+            lease_hand_over: None,
+            leader: Ok(()),
         }
     }
+
+    mod leadership;
 
     fn running() -> ContainerState {
         ContainerState::Running {
