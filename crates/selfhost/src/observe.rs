@@ -280,7 +280,11 @@ impl Observer {
         }
         let mut components = Vec::new();
         for component in Component::ALL {
-            components.push(self.observe(component).await);
+            let mut observation = self.observe(component).await;
+            // Judged by the confirmed health, not by a background sample that may have
+            // answered since (one unconfirmed failure must not refuse the run).
+            observation.api = health.clone();
+            components.push(observation);
         }
         let apiserver_versions = components
             .iter()
