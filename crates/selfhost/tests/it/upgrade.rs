@@ -127,9 +127,17 @@ pub fn on(version: &str) -> Vec<String> {
 /// as clients do, rather than `/readyz`: an apiserver in its `--shutdown-delay-duration`
 /// answers `/readyz` with 500 on purpose (so that load balancers drain it) while it still
 /// serves every request.
+///
+/// An attempt fails after 3 s without an answer rather than the default 1 s. Every wait the
+/// model forces at `scaled(100)` is far shorter (a join 17 ms, a grace period 300 ms), after
+/// which the attempt fails with an error anyway, so the longer timeout cannot turn a modelled
+/// outage into a success; it absorbs the stalls of a loaded two-core machine, where a 1 s
+/// timer was seen firing 0.6 s late while a five-node cluster, the engine and the prober
+/// shared two worker threads.
 fn prober_options() -> ProberOptions {
     ProberOptions {
         read_path: "/api/v1/namespaces/kube-system".into(),
+        timeout: Duration::from_secs(3),
         ..ProberOptions::default()
     }
 }
@@ -186,20 +194,52 @@ async fn several_nodes_without_a_failed_probe(nodes: usize) {
     );
 }
 
-/// The same under the measured hand-over model: the API is never down, and the only failed
-/// probes are the few the model forces — a request caught on a keep-alive connection a
-/// stopping apiserver closes, or a new connection the kernel hands to an apiserver still
-/// joining the shared port of a node its backup keeps in the load balancer's rotation.
+/// Every failed probe (named as the prober's header names it), with when it started, how long
+/// it took and why, for an assertion's message.
+fn failed_probes(probes: &ProbeReport) -> Vec<String> {
+    [("read", &probes.reads), ("write", &probes.writes)]
+        .into_iter()
+        .flat_map(|(kind, series)| {
+            series
+                .samples
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.ok)
+                .map(move |(i, s)| {
+                    format!(
+                        "{kind}-{i} at {} (+{:?}), took {:?}: {}",
+                        s.time,
+                        s.started.duration_since(series.since),
+                        s.finished.duration_since(s.started),
+                        s.error.clone().unwrap_or_default()
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The same under the measured hand-over model: zero failed probes. A request sent on a
+/// keep-alive connection just as a stopping apiserver closes it is sent again by the prober's
+/// transport, as Go's is under client-go (the prober counts those replays apart; they are
+/// allowed, a failure is not).
 async fn several_nodes_under_the_measured_model(nodes: usize) {
     let (report, probes, sim, started) =
         upgrade_with_prober(nodes, Some(Handovers::measured())).await;
     assert_eq!(report.outcome, RunOutcome::Done);
     assert_eq!(images(&sim).await, (on(TO), false));
     assert!(!sim.recorder().was_down(started, Instant::now()));
-    let (reads, writes) = failures(&probes);
+    let failed = failed_probes(&probes);
     assert!(
-        reads + writes <= 2 * nodes,
-        "{reads} reads and {writes} writes failed"
+        failed.is_empty(),
+        "{} probes failed ({} replayed: {:?}): {failed:#?}",
+        failed.len(),
+        probes.replayed(),
+        probes.replay_reasons()
+    );
+    assert!(
+        probes.reads.attempts() > 20,
+        "the prober ran: {}",
+        probes.reads.attempts()
     );
 }
 
@@ -277,10 +317,13 @@ async fn rollback_when(
         "back on the original, nothing left"
     );
     if nodes >= 3 {
-        let (reads, writes) = failures(&probes);
+        let failed = failed_probes(&probes);
         assert!(
-            reads + writes <= 2 * nodes,
-            "{reads} reads and {writes} writes failed"
+            failed.is_empty(),
+            "{} probes failed ({} replayed: {:?}): {failed:#?}",
+            failed.len(),
+            probes.replayed(),
+            probes.replay_reasons()
         );
     } else {
         assert!(!sim.recorder().was_down(started, Instant::now()));
