@@ -433,6 +433,14 @@ fn is_replayable(request: &http::Request<Vec<u8>>) -> bool {
 fn closed_before_answer(error: &kube::Error) -> Option<&'static str> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = source {
+        // A new connection that could not be set up (hyper's own retry of a request a closed
+        // pooled connection never sent, then a failed dial or handshake): Go returns the dial
+        // error, it does not dial again.
+        if e.downcast_ref::<hyper_util::client::legacy::Error>()
+            .is_some_and(hyper_util::client::legacy::Error::is_connect)
+        {
+            return None;
+        }
         if let Some(h) = e.downcast_ref::<hyper::Error>()
             && h.is_incomplete_message()
         {
