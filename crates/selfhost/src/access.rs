@@ -20,6 +20,7 @@ use kube::api::PostParams;
 use selfhost_core::Component;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::config::CONFIGMAP_NAME;
+use selfhost_core::daemonset::{certificate_secrets, kubeconfig_secrets};
 
 use crate::retry::{RetryPolicy, with_retries};
 
@@ -196,6 +197,69 @@ pub fn prepull() -> Vec<Permission> {
     needs
 }
 
+/// The writes of `selfhost convert` (convert/run.rs and the files beside it) and the reads it
+/// makes besides [`observe`]. Both directions need the same DaemonSet and node writes: each
+/// may have to undo the other's half (a failed hand-over to self-hosted deletes the DaemonSet
+/// it created, a failed one to static labels the node again), and either may find an
+/// un-gated DaemonSet to gate.
+///
+/// - `node`: the node converted, read first (an unknown name is bad input) and labelled.
+/// - the leader Leases of the controller-manager and the scheduler, handed over from the
+///   stopping pod to the new one as the upgrade hands them over.
+/// - `certs_in_secrets` (to self-hosted): every Secret of kubeadm's certificates and
+///   kubeconfigs is created, or read and replaced when it exists.
+/// - `secrets_read` (to static): the Secrets the live DaemonSets mount, read to write the
+///   files missing on the node.
+pub fn convert(node: &str, certs_in_secrets: bool, secrets_read: &[String]) -> Vec<Permission> {
+    let daemonset = |verb: &str| Permission::in_kube_system(verb, "apps", "daemonsets");
+    let mut needs = vec![
+        Permission::cluster("get", "", "nodes").named(node),
+        Permission::cluster("patch", "", "nodes").named(node),
+        daemonset("create"),
+    ];
+    for component in Component::ALL {
+        let name = component.daemonset_name();
+        needs.push(daemonset("update").named(&name));
+        needs.push(daemonset("delete").named(&name));
+        // Leadership is handed over from the static pod to the DaemonSet's as in an upgrade.
+        if let Some(lease) = component.leader_lease_name() {
+            needs.push(
+                Permission::in_kube_system("delete", "coordination.k8s.io", "leases").named(lease),
+            );
+        }
+    }
+    let secret =
+        |verb: &str, name: &str| Permission::in_kube_system(verb, "", "secrets").named(name);
+    if certs_in_secrets {
+        needs.push(Permission::in_kube_system("create", "", "secrets"));
+        for table in certificate_secrets()
+            .into_iter()
+            .chain(kubeconfig_secrets())
+        {
+            needs.push(secret("get", &table.name));
+            needs.push(secret("update", &table.name));
+        }
+    }
+    for get in read_secrets(secrets_read) {
+        if !needs.contains(&get) {
+            needs.push(get);
+        }
+    }
+    needs
+}
+
+/// Reading these Secrets in kube-system, each once.
+pub fn read_secrets(names: &[String]) -> Vec<Permission> {
+    let mut needs: Vec<Permission> = Vec::new();
+    for name in names {
+        let get = Permission::in_kube_system("get", "", "secrets").named(name);
+        if !needs.contains(&get) {
+            needs.push(get);
+        }
+    }
+    needs
+}
+
 /// What the check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AccessCheck {
@@ -331,6 +395,42 @@ mod tests {
                 .all(|p| p.namespace.as_deref() == Some(NAMESPACE)),
             "no cluster-wide write"
         );
+    }
+
+    #[test]
+    fn conversions_write_only_their_objects_and_secrets_only_when_asked() {
+        let plain: Vec<String> = convert("cp-1", false, &[])
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for needed in [
+            r#"patch on nodes "cp-1""#,
+            r#"get on nodes "cp-1""#,
+            "create on daemonsets.apps in namespace kube-system",
+            r#"delete on daemonsets.apps "self-hosted-kube-scheduler" in namespace kube-system"#,
+        ] {
+            assert!(plain.iter().any(|p| p == needed), "{needed} in {plain:?}");
+        }
+        assert!(plain.iter().all(|p| !p.contains("secrets")), "{plain:?}");
+        let certs: Vec<String> = convert("cp-1", true, &[])
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for needed in [
+            "create on secrets in namespace kube-system",
+            r#"update on secrets "apiserver-etcd-client" in namespace kube-system"#,
+            r#"get on secrets "scheduler.conf" in namespace kube-system"#,
+        ] {
+            assert!(certs.iter().any(|p| p == needed), "{needed} in {certs:?}");
+        }
+        let back = convert("cp-1", false, &["ca".to_string(), "ca".to_string()]);
+        let reads: Vec<_> = back.iter().filter(|p| p.resource == "secrets").collect();
+        assert_eq!(
+            reads.len(),
+            1,
+            "each Secret read is asked about once: {reads:?}"
+        );
+        assert_eq!(reads[0].verb, "get");
     }
 
     #[test]

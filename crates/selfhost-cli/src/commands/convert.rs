@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
+use selfhost::access::{self, AccessCheck, Permission, PermissionsMissing};
 use selfhost::convert::observe::ConversionView;
 use selfhost::convert::{
-    ComponentOutcome, ConversionPlan, ConvertError, ConvertRequest, DEFAULT_DEADLINE, convert, plan,
+    ComponentOutcome, ConversionPlan, ConvertError, ConvertRequest, DEFAULT_DEADLINE, convert,
+    plan, secrets_to_read,
 };
 use selfhost::events::{Event, Events, Stamped};
-use selfhost::{ClientArgs, Clients, health};
+use selfhost::{ClientArgs, Clients, RetryPolicy, health};
 use selfhost_core::config::ClusterConfig;
 use selfhost_core::conversion::decide::Direction;
 use tokio::sync::mpsc;
@@ -66,10 +68,13 @@ pub struct NodeArgs {
     /// This node's name in the cluster (default: this host's name).
     #[arg(long, value_name = "NAME")]
     pub node: Option<String>,
-    /// A kubeadm configuration file to check against (else the cluster's kubeadm-config).
+    /// A kubeadm configuration file to check what runs against (else the cluster's
+    /// kube-system/kubeadm-config). What runs is converted as it is; the plan lists where the
+    /// configuration disagrees. Its nodeRegistration.name is the default of --node.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Show the plan and change nothing.
+    /// Show the plan, send every API write as a server-side dry run, describe the waits and
+    /// file moves, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Do not ask for confirmation (required when not run interactively).
@@ -106,8 +111,28 @@ fn resume_command(request: &ConvertRequest) -> String {
     if request.certs_in_secrets {
         command.push_str(" --certs-in-secrets");
     }
+    if let Some((path, _)) = &request.config_file {
+        command.push_str(&format!(" --config {}", path.display()));
+    }
     command.push_str(" --yes");
     command
+}
+
+/// Reads `--config FILE`; every problem is bad input. Notices go to stderr.
+fn read_config(path: &std::path::Path) -> Result<ClusterConfig, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::bad_input(anyhow!("cannot read --config {}: {e}", path.display()))
+    })?;
+    let parsed = ClusterConfig::from_yaml(&text).map_err(|e| {
+        CliError::bad_input(anyhow!(
+            "--config {} is not a valid kubeadm configuration: {e}",
+            path.display()
+        ))
+    })?;
+    for notice in &parsed.notices {
+        ui::warn(format!("{}: {notice}", path.display()));
+    }
+    Ok(parsed.config)
 }
 
 fn request_from(
@@ -115,23 +140,18 @@ fn request_from(
     args: &NodeArgs,
     certs: bool,
 ) -> Result<ConvertRequest, CliError> {
-    let node = match &args.node {
-        Some(node) => node.clone(),
-        None => this_host().ok_or_else(|| {
+    let config_file = match &args.config {
+        Some(path) => Some((path.clone(), read_config(path)?)),
+        None => None,
+    };
+    // --node, else the node the configuration file registers, else this host's name.
+    let registered = config_file.as_ref().and_then(|(_, c)| c.node_name.clone());
+    let node = match (args.node.clone(), registered) {
+        (Some(node), _) | (None, Some(node)) => node,
+        (None, None) => this_host().ok_or_else(|| {
             CliError::bad_input(anyhow!("cannot tell this host's name; pass --node NAME"))
         })?,
     };
-    if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            CliError::bad_input(anyhow!("cannot read --config {}: {e}", path.display()))
-        })?;
-        ClusterConfig::from_yaml(&text).map_err(|e| {
-            CliError::bad_input(anyhow!(
-                "--config {} is not a valid kubeadm configuration: {e}",
-                path.display()
-            ))
-        })?;
-    }
     let deadline = match &args.timeout {
         Some(text) => humantime::parse_duration(text).map_err(|e| {
             CliError::bad_input(anyhow!(
@@ -142,6 +162,7 @@ fn request_from(
     };
     let mut request = ConvertRequest::new(direction, &node, &args.manifests_dir);
     request.certs_in_secrets = certs;
+    request.config_file = config_file;
     request.dry_run = args.dry_run;
     request.deadline = deadline;
     Ok(request)
@@ -195,6 +216,23 @@ fn render_plan(plan: &ConversionPlan) -> String {
              printed. Elsewhere the DaemonSet pod serves beside the static pod before it stops.\n",
         );
     }
+    text.push_str(&format!("\nChecked against {}.\n", plan.config_source));
+    let disagreeing: Vec<_> = plan
+        .components
+        .iter()
+        .filter(|c| !c.config_disagreements.is_empty())
+        .collect();
+    if !disagreeing.is_empty() {
+        text.push_str(
+            "What runs on the node disagrees with it; what runs is converted as it is (the \
+             next `selfhost apply` renders from the configuration and would change these):\n",
+        );
+        for c in disagreeing {
+            for line in &c.config_disagreements {
+                text.push_str(&format!("  {}: {line}\n", c.component));
+            }
+        }
+    }
     text.push_str(&format!(
         "\nStatic manifests moved aside are kept in {}\n",
         plan.backup_dir
@@ -202,9 +240,14 @@ fn render_plan(plan: &ConversionPlan) -> String {
     text
 }
 
-fn render(event: &Stamped) -> Option<String> {
+fn render(event: &Stamped, dry_run: bool) -> Option<String> {
     let at = format!("[{:>6.1}s]", event.at);
     Some(match &event.event {
+        Event::Waiting {
+            component,
+            condition,
+            ..
+        } if dry_run => format!("{at} {component}:   would wait for {condition} (dry run)"),
         Event::ComponentStarted { component } => format!("{at} {component}: converting"),
         Event::Step { step, .. } if step == "done" || step == "wait" => return None,
         Event::Step {
@@ -263,6 +306,27 @@ async fn connect(global: &GlobalArgs) -> Result<Clients, CliError> {
     Ok(clients)
 }
 
+/// Refuses (exit 3, nothing changed) when the credentials lack any of `needs`, naming each;
+/// goes on when the server cannot be asked (a missing permission then shows when used).
+async fn check_access(clients: &Clients, needs: &[Permission]) -> Result<(), CliError> {
+    match access::check(&clients.api, needs, &RetryPolicy::default()).await {
+        AccessCheck::Granted => Ok(()),
+        AccessCheck::Missing(missing) => Err(CliError {
+            outcome: Outcome::Refused,
+            error: PermissionsMissing {
+                command: "selfhost convert".into(),
+                role: access::UPGRADER.into(),
+                missing,
+            }
+            .into(),
+        }),
+        AccessCheck::Unknown(why) => {
+            tracing::warn!("cannot check the permissions up front ({why}); going on");
+            Ok(())
+        }
+    }
+}
+
 fn result_line(json: bool, outcome: &str, message: &str, backup_dir: &str) -> Result<(), CliError> {
     if json {
         ui::json_line(&serde_json::json!({
@@ -281,11 +345,22 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
     let request = request_from(direction, node_args, certs)?;
     let json = global.output == OutputFormat::Json;
     let clients = connect(global).await?;
+    let mut permissions = access::observe();
+    permissions.extend(access::convert(&request.node, certs, &[]));
+    if request.config_file.is_none() {
+        permissions.extend(access::cluster_config());
+    }
+    check_access(&clients, &permissions).await?;
     let mut view = ConversionView::start(&clients.api);
     view.ready(FIRST_LIST).await.map_err(|e| CliError {
         outcome: Outcome::Refused,
         error: e.into(),
     })?;
+    // What to-static reads depends on the DaemonSets and the node's files: asked once known.
+    let reads = secrets_to_read(&view, &request);
+    if !reads.is_empty() {
+        check_access(&clients, &access::read_secrets(&reads)).await?;
+    }
     let plan = plan(&mut view, &clients.api, &request)
         .await
         .map_err(classify)?;
@@ -315,15 +390,8 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
         }
         return Ok(Outcome::Done);
     }
-    if request.dry_run {
-        let message = "dry run: nothing was changed".to_string();
-        result_line(json, "done", &message, &plan.backup_dir)?;
-        if !json {
-            ui::say(message);
-        }
-        return Ok(Outcome::Done);
-    }
     if !node_args.yes
+        && !request.dry_run
         && !ui::confirm(&format!(
             "Convert node {} {}?",
             plan.node,
@@ -347,12 +415,13 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
         stops.next().await;
         std::process::exit(i32::from(Outcome::NotRestored.code()));
     });
+    let dry_run = request.dry_run;
     let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
     let printer = tokio::spawn(async move {
         while let Some(event) = receiver.recv().await {
             if json {
                 let _ = ui::json_line(&event);
-            } else if let Some(line) = render(&event) {
+            } else if let Some(line) = render(&event, dry_run) {
                 ui::say(line);
             }
         }
@@ -371,6 +440,16 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
     })?;
     let backup_dir = report.backup_dir.display().to_string();
     let (outcome, name, message) = match report.first_problem() {
+        None if request.dry_run => (
+            Outcome::Done,
+            "done",
+            format!(
+                "dry run of node {} {}: every API write was accepted by the API server's dry \
+                 run and every wait and file move described; nothing was changed",
+                request.node,
+                direction_name(direction)
+            ),
+        ),
         None => (
             Outcome::Done,
             "done",
@@ -403,14 +482,26 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
                     problem.message()
                 ),
             ),
-            ComponentOutcome::Interrupted { .. } | ComponentOutcome::Done { .. } => (
+            ComponentOutcome::Interrupted { .. }
+            | ComponentOutcome::Done { .. }
+            | ComponentOutcome::DryRun { .. } => (
                 Outcome::NotRestored,
                 "interrupted",
                 format!("stopped during {component} at a safe point. Continue with: {resume}"),
             ),
         },
     };
-    result_line(json, name, &message, &backup_dir)?;
+    // The run's own figures (apiserver gap, leaderless gap) go with the result.
+    let message = match report.figures_summary() {
+        Some(figures) => format!("{message}. {figures}"),
+        None => message,
+    };
+    if json {
+        ui::json_line(&serde_json::json!({
+            "event": "result", "outcome": name, "message": message, "backup_dir": backup_dir,
+            "components": report.figures(),
+        }))?;
+    }
     if outcome == Outcome::Done {
         if !json {
             ui::say(message);

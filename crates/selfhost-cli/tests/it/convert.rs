@@ -2,6 +2,9 @@
 //! each step of both conversions killed with SIGKILL and the command run again: it continues
 //! from what the cluster and the node's disk show, finishes, and leaves nothing behind.
 
+mod config;
+mod dry_run;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -159,6 +162,11 @@ async fn killed_at_each_step_of_both_conversions_the_rerun_completes() {
         );
         assert_eq!(last["event"], "result");
         assert_eq!(last["outcome"], "done");
+        let figures = last["components"].as_array().cloned().unwrap_or_default();
+        assert!(
+            figures.len() == 3 && figures.iter().all(|f| f["api_gap_seconds"].is_number()),
+            "the result carries each component's apiserver and leaderless gaps: {last}"
+        );
         let (daemonsets, labels) = leftovers(&sim).await;
         if *direction == "to-self-hosted" {
             assert!(files(&dir).is_empty(), "{:?}", files(&dir));
@@ -200,16 +208,20 @@ async fn bad_input_exits_2_or_3_and_changes_nothing() {
     let kubeconfig = sim.kubeconfig_path().to_path_buf();
     let dir = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
     let scratch = tempfile::tempdir().expect("scratch");
-    let not_a_pod = scratch.path().join("manifests");
-    std::fs::create_dir(&not_a_pod).expect("dir");
-    for file in MANIFESTS {
-        std::fs::copy(dir.join(file), not_a_pod.join(file)).expect("copy");
-    }
-    std::fs::write(
-        not_a_pod.join("kube-scheduler.yaml"),
+    let with_scheduler = |name: &str, scheduler: &str| {
+        let copy = scratch.path().join(name);
+        std::fs::create_dir(&copy).expect("dir");
+        for file in MANIFESTS {
+            std::fs::copy(dir.join(file), copy.join(file)).expect("copy");
+        }
+        std::fs::write(copy.join("kube-scheduler.yaml"), scheduler).expect("write");
+        copy.display().to_string()
+    };
+    let not_a_pod = with_scheduler(
+        "not-a-pod",
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n",
-    )
-    .expect("write");
+    );
+    let not_yaml = with_scheduler("not-yaml", "apiVersion: v1\nkind: Pod\nspec: [unclosed\n");
     let incomplete = scratch.path().join("incomplete");
     std::fs::create_dir(&incomplete).expect("dir");
     std::fs::copy(
@@ -217,122 +229,162 @@ async fn bad_input_exits_2_or_3_and_changes_nothing() {
         incomplete.join("kube-apiserver.yaml"),
     )
     .expect("copy");
-    let missing = scratch.path().join("missing");
+    let incomplete = incomplete.display().to_string();
+    let missing = scratch.path().join("missing").display().to_string();
+    let bad_config = scratch.path().join("bad-config.yaml");
+    std::fs::write(
+        &bad_config,
+        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nnetworking: 7\n",
+    )
+    .expect("write");
+    let bad_config = bad_config.display().to_string();
+    let here = dir.display().to_string();
 
-    let cases: Vec<(&str, Vec<String>, i32, &str)> = vec![
-        (
+    let case = |what, direction, node, manifests: &str, more: &[&str], code, message| BadInput {
+        what,
+        direction,
+        node,
+        manifests: manifests.to_string(),
+        more: more.iter().map(|a| a.to_string()).collect(),
+        code,
+        message,
+    };
+    let yes: &[&str] = &["--yes"];
+    let cases = [
+        case(
             "a manifests directory that does not exist",
-            vec![
-                "--node".into(),
-                "cp-1".into(),
-                "--manifests-dir".into(),
-                missing.display().to_string(),
-                "--yes".into(),
-            ],
+            "to-self-hosted",
+            "cp-1",
+            &missing,
+            yes,
             2,
             "does not exist",
         ),
-        (
+        case(
+            "a manifests directory that does not exist, back",
+            "to-static",
+            "cp-1",
+            &missing,
+            yes,
+            2,
+            "does not exist",
+        ),
+        case(
             "a node the cluster does not have",
-            vec![
-                "--node".into(),
-                "cp-9".into(),
-                "--manifests-dir".into(),
-                dir.display().to_string(),
-                "--yes".into(),
-            ],
+            "to-self-hosted",
+            "cp-9",
+            &here,
+            yes,
             2,
             "no node named \"cp-9\"",
         ),
-        (
-            "a manifest that is not a Pod",
-            vec![
-                "--node".into(),
-                "cp-1".into(),
-                "--manifests-dir".into(),
-                not_a_pod.display().to_string(),
-                "--yes".into(),
-            ],
+        case(
+            "a node the cluster does not have, back",
+            "to-static",
+            "cp-9",
+            &here,
+            yes,
             2,
-            "kind Pod",
+            "no node named \"cp-9\"",
         ),
-        (
+        case(
+            "a manifest that is not a Pod",
+            "to-self-hosted",
+            "cp-1",
+            &not_a_pod,
+            yes,
+            2,
+            "expected apiVersion v1 and kind Pod, found apiVersion \"apps/v1\" and kind \"Deployment\"",
+        ),
+        case(
+            "a manifest that is not YAML",
+            "to-self-hosted",
+            "cp-1",
+            &not_yaml,
+            yes,
+            2,
+            "is not a static pod manifest: not YAML",
+        ),
+        case(
             "components missing on disk",
-            vec![
-                "--node".into(),
-                "cp-1".into(),
-                "--manifests-dir".into(),
-                incomplete.display().to_string(),
-                "--yes".into(),
-            ],
+            "to-self-hosted",
+            "cp-1",
+            &incomplete,
+            yes,
             3,
             "has no static manifest of kube-controller-manager",
         ),
-        (
+        case(
             "no --yes without a terminal",
-            vec![
-                "--node".into(),
-                "cp-1".into(),
-                "--manifests-dir".into(),
-                dir.display().to_string(),
-            ],
+            "to-self-hosted",
+            "cp-1",
+            &here,
+            &[],
             2,
             "pass --yes",
         ),
-        (
+        case(
             "a timeout that is not a duration",
-            vec![
-                "--node".into(),
-                "cp-1".into(),
-                "--manifests-dir".into(),
-                dir.display().to_string(),
-                "--timeout".into(),
-                "soon".into(),
-            ],
+            "to-self-hosted",
+            "cp-1",
+            &here,
+            &["--yes", "--timeout", "soon"],
             2,
             "invalid --timeout",
         ),
+        case(
+            "a configuration file that does not exist",
+            "to-self-hosted",
+            "cp-1",
+            &here,
+            &["--yes", "--config", &missing],
+            2,
+            "cannot read --config",
+        ),
+        case(
+            "a configuration file that is not valid",
+            "to-self-hosted",
+            "cp-1",
+            &here,
+            &["--yes", "--config", &bad_config],
+            2,
+            "is not a valid kubeadm configuration",
+        ),
     ];
-    for (case, args, code, message) in cases {
+    for case in cases {
+        let before = dry_run::everything(&sim, &dir).await;
         let output = crate::selfhost()
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["convert", "to-self-hosted"])
-            .args(&args)
+            .args(["convert", case.direction, "--node", case.node])
+            .args(["--manifests-dir", &case.manifests])
+            .args(&case.more)
             .output()
             .expect("runs");
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(code), "{case}: {stderr}");
-        assert!(stderr.contains(message), "{case}: {stderr}");
-        assert_eq!(
-            leftovers(&sim).await,
-            (vec![], vec![]),
-            "{case}: nothing changed"
+        let what = case.what;
+        assert_eq!(output.status.code(), Some(case.code), "{what}: {stderr}");
+        assert!(
+            stderr.contains(case.message),
+            "{what}: {:?} in {stderr}",
+            case.message
         );
-        assert_eq!(files(&dir), MANIFESTS, "{case}: nothing changed on disk");
+        assert_eq!(
+            dry_run::everything(&sim, &dir).await,
+            before,
+            "{what}: nothing changed, in the cluster or on disk"
+        );
+        assert_eq!(leftovers(&sim).await, (vec![], vec![]), "{what}");
     }
-    // A dry run plans, says so, and changes nothing either.
-    let output = crate::selfhost()
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args([
-            "convert",
-            "to-self-hosted",
-            "--node",
-            "cp-1",
-            "--dry-run",
-            "--manifests-dir",
-        ])
-        .arg(&dir)
-        .output()
-        .expect("runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("kube-apiserver")
-            && stderr.contains("CONVERT")
-            && stderr.contains("nothing was changed"),
-        "{stderr}"
-    );
-    assert_eq!(leftovers(&sim).await, (vec![], vec![]));
+}
+
+/// One bad input: what it is, the command's arguments, and the exit code and message.
+struct BadInput {
+    what: &'static str,
+    direction: &'static str,
+    node: &'static str,
+    manifests: String,
+    more: Vec<String>,
+    code: i32,
+    message: &'static str,
 }

@@ -14,6 +14,13 @@
 //! beside the DaemonSet pod and serves → unlabel N → the DaemonSet controller retires its pod
 //! there → when no node is labelled any more and the DaemonSet has no pod, delete it (orphan
 //! policy, so that nothing it might still own is taken down with it) → done.
+//!
+//! Both ways, a controller-manager or scheduler that stopped keeps its leader Lease until it
+//! expires. Once its process is confirmed gone (the upgrade's rule, [`lease_hand_over`]),
+//! the Lease is handed over before anything else, and a component is done only when a leader
+//! holds its Lease again.
+//!
+//! [`lease_hand_over`]: crate::pivot::lease_hand_over
 
 use std::fmt;
 
@@ -22,6 +29,8 @@ use serde::Serialize;
 
 use crate::component::Component;
 use crate::observation::{DaemonSetObservation, PodObservation};
+
+pub use super::leadership::LeaseHandOver;
 
 /// Which way a conversion goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -75,6 +84,11 @@ pub struct NodeComponent {
     pub mirror_serving: Result<(), String>,
     /// Whether the DaemonSet pod on the node serves (`Err`: why not).
     pub daemonset_pod_serving: Result<(), String>,
+    /// The component's leader Lease, when its holder's process is confirmed gone.
+    pub lease_hand_over: Option<LeaseHandOver>,
+    /// Whether a live leader holds the component's Lease (`Ok` for the apiserver, and when
+    /// leader election is off; `Err`: why not).
+    pub leader: Result<(), String>,
 }
 
 impl NodeComponent {
@@ -124,6 +138,8 @@ pub enum ConvertStep {
     RemoveManifest,
     /// Delete the DaemonSet, orphaning anything it still owns.
     DeleteDaemonSet,
+    /// Hand the leader Lease of a process that is gone over to the standbys.
+    HandOverLease(LeaseHandOver),
     /// Wait for the cluster or the kubelet.
     Wait {
         /// What for.
@@ -168,6 +184,7 @@ impl ConvertStep {
             ConvertStep::WriteManifest => "write-manifest",
             ConvertStep::RemoveManifest => "remove-manifest",
             ConvertStep::DeleteDaemonSet => "delete-daemonset",
+            ConvertStep::HandOverLease(_) => "hand-over-lease",
             ConvertStep::Wait { .. } => "wait",
             ConvertStep::Fail { .. } => "fail",
             ConvertStep::Done { .. } => "done",
@@ -199,6 +216,11 @@ impl fmt::Display for ConvertStep {
             ConvertStep::DeleteDaemonSet => {
                 f.write_str("delete the DaemonSet (orphan policy): no node runs it any more")
             }
+            ConvertStep::HandOverLease(h) => write!(
+                f,
+                "hand Lease {} over: its holder {} is gone ({})",
+                h.lease, h.holder, h.why
+            ),
             ConvertStep::Wait { condition, .. } => write!(f, "wait for {condition}"),
             ConvertStep::Fail { reason } => write!(f, "failed: {reason}"),
             ConvertStep::Done { summary } => f.write_str(summary),
@@ -265,11 +287,33 @@ fn why_not(serving: &Result<(), String>) -> Vec<String> {
 
 /// The next step of `direction` in `mode` for `obs`.
 pub fn next_step(direction: Direction, mode: &Mode, obs: &NodeComponent) -> ConvertStep {
-    match (direction, mode) {
+    let step = match (direction, mode) {
         (Direction::ToSelfHosted, Mode::Forward) => to_self_hosted(obs),
         (Direction::ToSelfHosted, Mode::Restore { reason }) => restore_static(obs, reason),
         (Direction::ToStatic, Mode::Forward) => to_static(obs),
         (Direction::ToStatic, Mode::Restore { reason }) => restore_self_hosted(obs, reason),
+    };
+    with_leader(obs, step)
+}
+
+/// Leadership comes first: a Lease whose holder is confirmed gone is handed over before any
+/// other step but a refusal (every moment it stays held is a moment without a leader, and
+/// the DaemonSet controller and garbage collector this run relies on are the leader's), and
+/// nothing is done (or put back) while no leader holds the Lease.
+fn with_leader(obs: &NodeComponent, step: ConvertStep) -> ConvertStep {
+    if matches!(step, ConvertStep::Refuse { .. }) {
+        return step;
+    }
+    if let Some(hand_over) = &obs.lease_hand_over {
+        return ConvertStep::HandOverLease(hand_over.clone());
+    }
+    match (&step, &obs.leader) {
+        (ConvertStep::Done { .. } | ConvertStep::RolledBack { .. }, Err(why)) => wait(
+            obs,
+            &format!("a leader of {}", obs.component),
+            vec![why.clone()],
+        ),
+        _ => step,
     }
 }
 

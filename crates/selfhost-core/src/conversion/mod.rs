@@ -11,6 +11,7 @@
 //! template change rolls every node at once — the very deadlock the pivot exists to avoid.
 
 pub mod decide;
+mod leadership;
 mod to_daemonset;
 mod to_static;
 

@@ -7,6 +7,9 @@
 //! manifests directory directly, and moves manifests aside into a backup directory beside it
 //! instead of deleting them.
 
+pub mod config;
+mod dry_run;
+mod figures;
 pub mod files;
 pub mod observe;
 mod preflight;
@@ -18,15 +21,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use selfhost_core::Component;
+use selfhost_core::config::ClusterConfig;
 use selfhost_core::conversion::ConversionError;
 use selfhost_core::conversion::decide::Direction;
 use serde::Serialize;
 
-pub use preflight::{ComponentPlan, ConversionPlan, plan};
+pub use figures::ComponentFigures;
+pub use preflight::{ComponentPlan, ConversionPlan, plan, secrets_to_read};
 pub use run::convert;
 
 use crate::error::ApiCallError;
+use crate::measure::MeasuredDisruption;
 use crate::retry::RetryPolicy;
+use crate::target::TargetError;
 use crate::view::ViewTimeout;
 use files::FilesError;
 
@@ -47,7 +54,11 @@ pub struct ConvertRequest {
     /// Prefix of every host path read or written for certificates and kubeconfigs (`/` on a
     /// real node; tests point it at a scratch directory).
     pub host_root: PathBuf,
-    /// Check everything and make no change.
+    /// `--config FILE`, read: the configuration to check what runs against. Without it, the
+    /// cluster's `kube-system/kubeadm-config` is read (see [`config`]).
+    pub config_file: Option<(PathBuf, ClusterConfig)>,
+    /// Make every API write as a server-side dry run (`dryRun=All`), describe the waits and
+    /// the file moves instead of making them, and change nothing.
     pub dry_run: bool,
     /// How long each component may take; a wait past it fails (and restores).
     pub deadline: Duration,
@@ -65,6 +76,7 @@ impl ConvertRequest {
             manifests_dir: manifests_dir.into(),
             certs_in_secrets: false,
             host_root: PathBuf::from("/"),
+            config_file: None,
             dry_run: false,
             deadline: DEFAULT_DEADLINE,
             retry: RetryPolicy::default(),
@@ -83,6 +95,9 @@ pub enum ComponentOutcome {
         /// No port sharing: seconds from moving the static manifest aside to the DaemonSet pod
         /// serving, when this run made that hand-over.
         handover_gap_seconds: Option<f64>,
+        /// What the run saw meanwhile: its `/readyz` probes (the apiserver gap) and the leader
+        /// changes of the controller-manager and scheduler Leases (the leaderless gap).
+        measured: MeasuredDisruption,
     },
     /// Refused before any change.
     Refused {
@@ -108,6 +123,14 @@ pub enum ComponentOutcome {
         /// The step it stopped before.
         step: String,
     },
+    /// `--dry-run`: every write the conversion would make was accepted by the API server's
+    /// dry run, and every wait and file move described; nothing was changed.
+    DryRun {
+        /// What the run would end with.
+        summary: String,
+        /// How many API writes were sent with `dryRun=All`.
+        writes: usize,
+    },
 }
 
 impl ComponentOutcome {
@@ -119,6 +142,7 @@ impl ComponentOutcome {
             ComponentOutcome::RolledBack { .. } => "rolled-back",
             ComponentOutcome::Failed { .. } => "failed",
             ComponentOutcome::Interrupted { .. } => "interrupted",
+            ComponentOutcome::DryRun { .. } => "dry-run",
         }
     }
 
@@ -127,15 +151,36 @@ impl ComponentOutcome {
         match self {
             ComponentOutcome::Done {
                 summary,
-                handover_gap_seconds: Some(gap),
-            } => format!("{summary}; the hand-over without port sharing took {gap:.2}s"),
-            ComponentOutcome::Done { summary, .. } => summary.clone(),
+                handover_gap_seconds,
+                measured,
+            } => {
+                let mut out = summary.clone();
+                if let Some(gap) = handover_gap_seconds {
+                    out.push_str(&format!(
+                        "; the hand-over without port sharing took {gap:.2}s"
+                    ));
+                }
+                out.push_str(&format!(
+                    "; API: {} of {} /readyz probes failed (longest {:.2}s)",
+                    measured.failed_health_probes,
+                    measured.health_probes,
+                    measured.longest_failing_seconds
+                ));
+                if let Some(leaderless) = measured.longest_leaderless_seconds() {
+                    out.push_str(&format!("; leaderless for at most {leaderless:.2}s"));
+                }
+                out
+            }
             ComponentOutcome::Refused { reason, fix } => format!("{reason}; {fix}"),
             ComponentOutcome::RolledBack { reason } => {
                 format!("{reason}; the node was put back as it was")
             }
             ComponentOutcome::Failed { reason, state } => format!("{reason}. State: {state}"),
             ComponentOutcome::Interrupted { step } => format!("stopped before {step}"),
+            ComponentOutcome::DryRun { summary, writes } => format!(
+                "{writes} API write(s) accepted by the server's dry run, nothing changed; \
+                 then: {summary}"
+            ),
         }
     }
 }
@@ -150,11 +195,14 @@ pub struct ConvertReport {
 }
 
 impl ConvertReport {
-    /// The first component that did not end done, if any.
+    /// The first component that did not end done (or, in a dry run, dry-run), if any.
     pub fn first_problem(&self) -> Option<&(Component, ComponentOutcome)> {
-        self.components
-            .iter()
-            .find(|(_, o)| !matches!(o, ComponentOutcome::Done { .. }))
+        self.components.iter().find(|(_, o)| {
+            !matches!(
+                o,
+                ComponentOutcome::Done { .. } | ComponentOutcome::DryRun { .. }
+            )
+        })
     }
 }
 
@@ -175,6 +223,9 @@ pub enum ConvertError {
     /// An API call failed for good.
     #[error(transparent)]
     Api(#[from] ApiCallError),
+    /// The cluster's kubeadm configuration cannot be read or used.
+    #[error(transparent)]
+    Config(#[from] TargetError),
     /// The watches did not list in time.
     #[error(transparent)]
     View(#[from] ViewTimeout),

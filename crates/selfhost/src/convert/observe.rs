@@ -15,15 +15,17 @@ use kube::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use selfhost_core::Component;
+use selfhost_core::command_line;
 use selfhost_core::component::{APP_LABEL, MIRROR_ANNOTATION, NAMESPACE};
 use selfhost_core::control_plane::{COMPONENT_LABEL, TIER_LABEL};
-use selfhost_core::conversion::decide::NodeComponent;
+use selfhost_core::conversion::decide::{LeaseHandOver, NodeComponent};
 use selfhost_core::conversion::{NODE_GATE_VALUE, is_gated, node_gate_label, permits_port_sharing};
 use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
 use selfhost_core::observation::{
-    ApiHealth, DaemonSetObservation, IDENTITY_LABEL, NodeObservation, Observation, PodObservation,
+    ApiHealth, DaemonSetObservation, IDENTITY_LABEL, LeaderLease, NodeObservation, Observation,
+    PodObservation,
 };
-use selfhost_core::pivot::{PivotOptions, Target, pod_serves};
+use selfhost_core::pivot::{LEADER_ELECT_FLAG, PivotOptions, Target, pod_serves};
 use selfhost_core::version::KubeVersion;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -31,20 +33,24 @@ use tokio::time::Instant;
 
 use super::files::{FilesError, NodeFiles};
 use crate::identity::IdentityTracker;
+use crate::measure::Recorder;
 use crate::view::{Shared, ViewTimeout, spawn_reflector};
 
 /// Watches the kube-system Leases into a store, and shows every version of every Lease to the
-/// identity tracker as it arrives. Two kube-apiservers on one host take the same identity Lease
-/// over from each other on every renewal; when their renewals fall together, only the watch
-/// events show the first writer — the cache holds the last one.
+/// identity tracker (identity Leases) or the recorder (leader Leases) as it arrives. Two
+/// kube-apiservers on one host take the same identity Lease over from each other on every
+/// renewal; when their renewals fall together, only the watch events show the first writer —
+/// the cache holds the last one. A leader change, likewise, is measured from every version.
 fn spawn_lease_reflector(
     api: Api<Lease>,
     shared: &Arc<Shared>,
     identities: &Arc<Mutex<IdentityTracker>>,
+    recorder: &Arc<Mutex<Recorder>>,
 ) -> (Store<Lease>, JoinHandle<()>) {
     let (store, writer) = reflector::store::<Lease>();
     let shared = Arc::clone(shared);
     let identities = Arc::clone(identities);
+    let recorder = Arc::clone(recorder);
     let task = tokio::spawn(async move {
         let mut stream = watcher(api, watcher::Config::default())
             .default_backoff()
@@ -58,8 +64,12 @@ fn spawn_lease_reflector(
                         .labels
                         .as_ref()
                         .is_some_and(|l| l.contains_key(IDENTITY_LABEL));
-                    if is_identity && let Ok(mut tracker) = identities.lock() {
-                        tracker.observe(&[Arc::new(lease)], Timestamp::now());
+                    if is_identity {
+                        if let Ok(mut tracker) = identities.lock() {
+                            tracker.observe(&[Arc::new(lease)], Timestamp::now());
+                        }
+                    } else if let Ok(mut recorder) = recorder.lock() {
+                        recorder.lease(&lease, Instant::now());
                     }
                     shared.changes.send_modify(|n| *n += 1);
                 }
@@ -92,6 +102,7 @@ pub struct ConversionView {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
     identities: Arc<Mutex<IdentityTracker>>,
+    recorder: Arc<Mutex<Recorder>>,
 }
 
 impl Drop for ConversionView {
@@ -133,10 +144,12 @@ impl ConversionView {
             &shared,
         );
         let identities = Arc::new(Mutex::new(IdentityTracker::default()));
+        let recorder = Arc::new(Mutex::new(Recorder::default()));
         let (leases, t5) = spawn_lease_reflector(
             Api::<Lease>::namespaced(client.clone(), NAMESPACE),
             &shared,
             &identities,
+            &recorder,
         );
         ConversionView {
             daemonsets,
@@ -148,7 +161,23 @@ impl ConversionView {
             shared,
             tasks: vec![t1, t2, t3, t4, t5],
             identities,
+            recorder,
         }
+    }
+
+    /// The run's record of leader changes (and of the `/readyz` probes the run adds).
+    pub fn recorder(&self) -> &Arc<Mutex<Recorder>> {
+        &self.recorder
+    }
+
+    /// The leader Lease of `component`, as cached.
+    fn leader_lease(&self, component: Component) -> Option<LeaderLease> {
+        let name = component.leader_lease_name()?;
+        self.leases
+            .state()
+            .into_iter()
+            .find(|l| l.metadata.name.as_deref() == Some(name))
+            .map(|l| LeaderLease::from_lease(&l))
     }
 
     /// Waits until every watch has listed once.
@@ -214,18 +243,28 @@ impl ConversionView {
 
     /// The mirror pod of `component`'s static pod on `node`.
     pub fn mirror(&self, component: Component, node: &str) -> Option<Arc<Pod>> {
-        self.mirrors.state().into_iter().find(|p| {
-            p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
-                && p.metadata
+        self.mirrors_of(component)
+            .into_iter()
+            .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+    }
+
+    /// The mirror pods of `component`'s static pods, on every node.
+    fn mirrors_of(&self, component: Component) -> Vec<Arc<Pod>> {
+        self.mirrors
+            .state()
+            .into_iter()
+            .filter(|p| {
+                p.metadata
                     .labels
                     .as_ref()
                     .and_then(|l| l.get(COMPONENT_LABEL))
                     .is_some_and(|c| c == component.name())
-                && p.metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
-        })
+                    && p.metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+            })
+            .collect()
     }
 
     /// One observation of `component` on `node`.
@@ -288,12 +327,18 @@ impl ConversionView {
             })
             .map(|n| NodeObservation::from_node(n))
             .collect();
-        // The serving judgement sees every process of the component on the node: the DaemonSet
-        // pods and the static pod, so that one cannot vouch for the other.
+        // The serving judgement sees every process of the component: the DaemonSet pods and
+        // the static pods, so that one cannot vouch for the other, and a leader Lease is
+        // handed over only when no process on its holder's node may be the holder.
         let mut everyone = daemonset
             .clone()
             .unwrap_or_else(|| DaemonSetObservation::from_daemonset(&DaemonSet::default(), &[]));
-        everyone.pods.extend(mirror.clone());
+        everyone.pods.extend(
+            self.mirrors_of(component)
+                .iter()
+                .map(|p| PodObservation::from_pod(p)),
+        );
+        let leader_lease = self.leader_lease(component);
         let judged = Observation {
             component,
             now,
@@ -302,7 +347,7 @@ impl ConversionView {
             nodes,
             api: ApiHealth::default(),
             identity_leases,
-            leader_lease: None,
+            leader_lease,
         };
         let target = Target {
             // Serving is judged without regard to versions; the target only lends its options.
@@ -321,6 +366,25 @@ impl ConversionView {
         let daemonset_pod_serving = serving(ds_pod, "DaemonSet");
         let mirror_serving = serving(mirror.as_ref(), "static (mirror)");
         let on_disk = manifest.as_ref().or(backup.as_ref());
+        let leader_election_off = {
+            let template = live
+                .as_ref()
+                .and_then(|ds| ds.spec.as_ref())
+                .and_then(|s| s.template.spec.as_ref());
+            let spec = on_disk.and_then(|p| p.spec.as_ref()).or(template);
+            spec.and_then(|s| s.containers.first()).is_some_and(|c| {
+                let mut line = c.command.clone().unwrap_or_default();
+                line.extend(c.args.clone().unwrap_or_default());
+                command_line::flag_value(&line, LEADER_ELECT_FLAG) == Some("false")
+            })
+        };
+        let leader = match (&judged.leader_lease, component.leader_lease_name()) {
+            (_, None) => Ok(()),
+            _ if leader_election_off => Ok(()),
+            (Some(lease), Some(_)) if lease.is_held_at(now) => Ok(()),
+            (Some(_), Some(name)) => Err(format!("Lease {name} is not held by a live leader")),
+            (None, Some(name)) => Err(format!("no Lease {name} yet")),
+        };
         Ok(NodeComponent {
             component,
             node: node.to_string(),
@@ -342,6 +406,8 @@ impl ConversionView {
             mirror,
             mirror_serving,
             daemonset_pod_serving,
+            lease_hand_over: LeaseHandOver::find(&judged),
+            leader,
         })
     }
 }

@@ -10,11 +10,12 @@ use kube::Api;
 use selfhost_core::Component;
 use selfhost_core::conversion::decide::{ConvertStep, Direction, Mode, next_step};
 use selfhost_core::conversion::{
-    permits_port_sharing, self_hosted_daemonset, static_pod_from_template,
+    permits_port_sharing, secret_files, self_hosted_daemonset, static_pod_from_template,
 };
 use selfhost_core::daemonset::DaemonSetOptions;
 use serde::Serialize;
 
+use super::config::{ConfigSource, disagreements, resolve};
 use super::files::NodeFiles;
 use super::observe::ConversionView;
 use super::to_self_hosted::certificate_uploads;
@@ -34,6 +35,9 @@ pub struct ComponentPlan {
     /// Whether the static pod permits port sharing (to self-hosted: then the DaemonSet pod
     /// starts beside it and the API stays up on this node; otherwise there is a gap).
     pub port_sharing: bool,
+    /// Where the kubeadm configuration and what runs disagree (see [`super::config`]); what
+    /// runs is converted as it is.
+    pub config_disagreements: Vec<String>,
 }
 
 /// What a run will do.
@@ -45,6 +49,8 @@ pub struct ConversionPlan {
     pub node: String,
     /// Where manifests moved aside go.
     pub backup_dir: String,
+    /// The kubeadm configuration what runs was checked against.
+    pub config_source: ConfigSource,
     /// One entry per component, in order.
     pub components: Vec<ComponentPlan>,
 }
@@ -86,6 +92,8 @@ pub async fn plan(
         }
         Err(e) => return Err(e.into()),
     }
+    let (config, config_source) =
+        resolve(client, request.config_file.as_ref(), &request.retry).await?;
     let options = DaemonSetOptions {
         certs_in_secrets: request.certs_in_secrets,
     };
@@ -94,7 +102,8 @@ pub async fn plan(
     for component in Component::ALL {
         let manifest = files.manifest(component)?;
         let backup = files.backup(component)?;
-        match request.direction {
+        // What runs on the node: the static manifest, or the DaemonSet's template.
+        let running = match request.direction {
             Direction::ToSelfHosted => {
                 if let Some(pod) = &manifest {
                     let ds = self_hosted_daemonset(component, pod, &options)?;
@@ -102,14 +111,20 @@ pub async fn plan(
                         certificate_uploads(&ds, &request.host_root)?;
                     }
                 }
+                manifest.clone().or_else(|| backup.clone())
             }
-            Direction::ToStatic => {
-                if let Some(ds) = view.daemonset(component) {
+            Direction::ToStatic => match view.daemonset(component) {
+                Some(ds) => {
                     let template = ds.spec.clone().unwrap_or_default().template;
-                    static_pod_from_template(component, &template)?;
+                    Some(static_pod_from_template(component, &template)?)
                 }
-            }
-        }
+                None => manifest.clone(),
+            },
+        };
+        let config_disagreements = match (&config, &running) {
+            (Some(config), Some(running)) => disagreements(component, running, config),
+            _ => Vec::new(),
+        };
         let obs = view.observe(component, &request.node, &files, far)?;
         let first = next_step(request.direction, &Mode::Forward, &obs);
         let action = match first {
@@ -127,12 +142,39 @@ pub async fn plan(
             action: action.to_string(),
             detail: first.to_string(),
             port_sharing,
+            config_disagreements,
         });
     }
     Ok(ConversionPlan {
         direction: request.direction,
         node: request.node.clone(),
         backup_dir: files.backup_dir.display().to_string(),
+        config_source,
         components,
     })
+}
+
+/// The Secrets `convert to-static` will read: those the live DaemonSets mount files from that
+/// are missing on this node (it writes them from the Secrets). Asked about before the run, so
+/// that a run without the permission refuses instead of failing half-way.
+pub fn secrets_to_read(view: &ConversionView, request: &ConvertRequest) -> Vec<String> {
+    if request.direction != Direction::ToStatic {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = Component::ALL
+        .into_iter()
+        .filter_map(|component| view.daemonset(component))
+        .filter_map(|ds| ds.spec.clone()?.template.spec)
+        .flat_map(|spec| secret_files(&spec))
+        .filter(|file| {
+            !request
+                .host_root
+                .join(file.path.trim_start_matches('/'))
+                .exists()
+        })
+        .map(|file| file.secret)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }

@@ -2,6 +2,7 @@
 //! kubeadm's order. Its only memory is the run's direction and mode (converting, or restoring
 //! after a failure) and, for the report, when it moved a manifest aside.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -13,6 +14,7 @@ use selfhost_core::Component;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::conversion::decide::{ConvertStep, Mode, NodeComponent, next_step};
 use selfhost_core::conversion::{NODE_GATE_VALUE, gate_daemonset, node_gate_label};
+use selfhost_core::observation::ApiHealth;
 use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -28,6 +30,7 @@ use crate::error::FailureKind;
 use crate::events::{Event, Events};
 use crate::execute::FIELD_MANAGER;
 use crate::health;
+use crate::measure::Recorder;
 use crate::retry::with_retries;
 
 /// The longest a wait goes without deciding again, even if no watch reported a change: time
@@ -37,6 +40,37 @@ const RECHECK: Duration = Duration::from_millis(500);
 const READ_OWN_WRITE: Duration = Duration::from_secs(5);
 /// The same action asked for this many times in a row means the cluster does not take it.
 const MAX_REPEATS: u32 = 10;
+/// How often a run probes `/readyz` while it converts a component: the apiserver gap it
+/// reports is measured by these probes.
+const HEALTH_SAMPLE: Duration = Duration::from_millis(100);
+
+/// Probes `/readyz` every [`HEALTH_SAMPLE`] into the run's record until dropped.
+struct HealthSampler(tokio::task::JoinHandle<()>);
+
+impl HealthSampler {
+    fn start(probe: kube::Client, recorder: Arc<Mutex<Recorder>>) -> HealthSampler {
+        HealthSampler(tokio::spawn(async move {
+            loop {
+                let health = health::readyz(&probe).await;
+                let api = ApiHealth {
+                    readyz_ok: health.healthy,
+                    readyz_detail: health.problem,
+                    git_version: None,
+                };
+                if let Ok(mut recorder) = recorder.lock() {
+                    recorder.probe(Instant::now(), &api);
+                }
+                tokio::time::sleep(HEALTH_SAMPLE).await;
+            }
+        }))
+    }
+}
+
+impl Drop for HealthSampler {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Runs the conversion of `request.node`: preflight, then each component in order until one
 /// does not end done. Refusals change nothing; with `dry_run` only the plan is made.
@@ -64,7 +98,7 @@ pub async fn convert(
         return Ok(report);
     }
     if request.dry_run {
-        return Ok(report);
+        return super::dry_run::walk(clients, view, request, &files, events, report).await;
     }
     for component in Component::ALL {
         let outcome =
@@ -78,11 +112,11 @@ pub async fn convert(
     Ok(report)
 }
 
-struct Context<'a> {
-    clients: &'a Clients,
-    request: &'a ConvertRequest,
-    files: &'a NodeFiles,
-    component: Component,
+pub(super) struct Context<'a> {
+    pub(super) clients: &'a Clients,
+    pub(super) request: &'a ConvertRequest,
+    pub(super) files: &'a NodeFiles,
+    pub(super) component: Component,
 }
 
 async fn run_component(
@@ -95,6 +129,7 @@ async fn run_component(
     cancel: &CancellationToken,
 ) -> Result<ComponentOutcome, ConvertError> {
     let started = Instant::now();
+    let sampler = HealthSampler::start(clients.probe.clone(), Arc::clone(view.recorder()));
     events.emit(Event::ComponentStarted { component });
     let ctx = Context {
         clients,
@@ -130,10 +165,16 @@ async fn run_component(
                         continue;
                     }
                 }
+                let measured = match view.recorder().lock() {
+                    Ok(recorder) => recorder.measure(started, Instant::now()),
+                    // Never poisoned (nothing panics while it is held); an empty record then.
+                    Err(_) => Recorder::default().measure(started, Instant::now()),
+                };
                 break ComponentOutcome::Done {
                     summary,
                     handover_gap_seconds: moved_without_sharing
                         .map(|at| at.elapsed().as_secs_f64()),
+                    measured,
                 };
             }
             ConvertStep::Refuse { reason, fix } => break ComponentOutcome::Refused { reason, fix },
@@ -239,6 +280,7 @@ async fn run_component(
             }
         }
     };
+    drop(sampler);
     events.emit(Event::ComponentFinished {
         component,
         outcome: outcome.name().to_string(),
@@ -318,12 +360,18 @@ fn reflected(view: &ConversionView, component: Component, step: &ConvertStep) ->
             )
         }),
         ConvertStep::DeleteDaemonSet => view.daemonset(component).is_none(),
+        // Gone from the cache, or already taken by a standby (another resourceVersion).
+        ConvertStep::HandOverLease(hand_over) => view.leases.state().iter().all(|l| {
+            l.metadata.name.as_deref() != Some(hand_over.lease.as_str())
+                || l.metadata.resource_version.as_ref() != Some(&hand_over.resource_version)
+        }),
         _ => true,
     }
 }
 
-/// Carries out an action; returns what it did, in words.
-async fn perform(
+/// Carries out an action; returns what it did, in words. With `--dry-run` its API writes are
+/// server-side dry runs and its file changes are only described.
+pub(super) async fn perform(
     ctx: &Context<'_>,
     view: &ConversionView,
     step: &ConvertStep,
@@ -358,7 +406,7 @@ async fn perform(
             };
             let gated = gate_daemonset(component, (*live).clone());
             let params = PostParams {
-                dry_run: false,
+                dry_run: request.dry_run,
                 field_manager: Some(FIELD_MANAGER.into()),
             };
             match with_retries(
@@ -391,6 +439,7 @@ async fn perform(
             let nodes: Api<Node> = Api::all(client.clone());
             let params = PatchParams {
                 field_manager: Some(FIELD_MANAGER.into()),
+                dry_run: request.dry_run,
                 ..PatchParams::default()
             };
             with_retries(&format!("label node {node}"), &request.retry, || {
@@ -402,6 +451,13 @@ async fn perform(
             } else {
                 format!("removed label {key} from node {node}")
             }
+        }
+        ConvertStep::MoveManifestAside
+        | ConvertStep::RestoreManifest
+        | ConvertStep::RemoveManifest
+            if request.dry_run =>
+        {
+            return Ok(super::dry_run::describe_file_step(files, component, step));
         }
         ConvertStep::MoveManifestAside => {
             let to = files.move_aside(component)?;
@@ -430,7 +486,15 @@ async fn perform(
             } else {
                 format!(" and, from Secrets, {}", written.join(", "))
             };
-            format!("wrote {}{extra}", files.manifest_path(component).display())
+            let wrote = if request.dry_run {
+                "would write (dry run: not written)"
+            } else {
+                "wrote"
+            };
+            format!(
+                "{wrote} {}{extra}",
+                files.manifest_path(component).display()
+            )
         }
         ConvertStep::RemoveManifest => {
             files.remove_manifest(component)?;
@@ -441,6 +505,7 @@ async fn perform(
                 .daemonset(component)
                 .and_then(|d| d.metadata.uid.clone());
             let params = DeleteParams {
+                dry_run: request.dry_run,
                 propagation_policy: Some(PropagationPolicy::Orphan),
                 preconditions: Some(Preconditions {
                     uid,
@@ -460,6 +525,21 @@ async fn perform(
                 Err(e) => return Err(e.into()),
             }
             format!("deleted DaemonSet kube-system/{name} (orphan policy)")
+        }
+        ConvertStep::HandOverLease(hand_over) => {
+            // The upgrade's own hand-over: a delete with the Lease's uid and resourceVersion
+            // as preconditions, so a standby that took it meanwhile keeps it.
+            let step = hand_over.to_step();
+            if let Some(result) =
+                crate::execute::perform(client, &step, |_| None, &request.retry, false).await
+            {
+                result?;
+            }
+            format!(
+                "deleted Lease kube-system/{} held by {}, whose process is gone ({}): a \
+                 standby takes it on its next retry",
+                hand_over.lease, hand_over.holder, hand_over.why
+            )
         }
         other => format!("nothing to do for {}", other.name()),
     })

@@ -16,7 +16,8 @@ use super::{ConvertError, ConvertRequest};
 use crate::retry::with_retries;
 
 /// Writes the static manifest of `component` from `ds`; returns the files written from
-/// Secrets (paths only).
+/// Secrets (paths only). With `--dry-run` nothing is written, and the files that would be are
+/// returned.
 pub(super) async fn write_manifest(
     client: &kube::Client,
     request: &ConvertRequest,
@@ -56,10 +57,14 @@ pub(super) async fn write_manifest(
                 key: file.key.clone(),
                 path: file.path.clone(),
             })?;
-        if write_secret_file(&request.host_root, &file.path, &content.0, file.mode)? {
+        if request.dry_run
+            || write_secret_file(&request.host_root, &file.path, &content.0, file.mode)?
+        {
             written.push(file.path.clone());
         }
     }
-    files.write_manifest(component, &pod)?;
+    if !request.dry_run {
+        files.write_manifest(component, &pod)?;
+    }
     Ok(written)
 }

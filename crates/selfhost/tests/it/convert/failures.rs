@@ -1,5 +1,5 @@
 //! Failures: an image that cannot be pulled, a DaemonSet pod that never serves after the
-//! hand-over, and bad input.
+//! hand-over (both under the measured hand-over model), and bad input.
 
 use std::time::Duration;
 
@@ -58,9 +58,11 @@ async fn pull_always(sim: &SimCluster, node: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unpullable_image_leaves_the_static_pods_serving_and_exits_rolled_back() {
-    let sim = static_cluster(1, true).await;
+/// Under the measured hand-over model, with and without port sharing on the static pods: the
+/// DaemonSet pod never gets its image, so the hand-over never starts, and the static pods keep
+/// serving throughout.
+async fn an_unpullable_image_leaves_the_static_pods_serving(port_sharing: bool) {
+    let sim = static_cluster_with(1, port_sharing, Some(Handovers::measured())).await;
     pull_always(&sim, "cp-1").await;
     let before = wait_for(&sim, &expected(&sim, "static", FROM)).await;
     assert_eq!(before.running, expected(&sim, "static", FROM));
@@ -83,7 +85,7 @@ async fn an_unpullable_image_leaves_the_static_pods_serving_and_exits_rolled_bac
         !sim.recorder().was_down(started, Instant::now()),
         "the API never went down"
     );
-    eprintln!("failed probes: {:?}", failed(&probes));
+    assert_eq!(failed(&probes), Vec::<String>::new(), "no probe failed");
     let after = wait_for(&sim, &expected(&sim, "static", FROM)).await;
     assert_eq!(after.running, expected(&sim, "static", FROM));
     assert_eq!(after.daemonsets, Vec::<String>::new());
@@ -92,8 +94,18 @@ async fn an_unpullable_image_leaves_the_static_pods_serving_and_exits_rolled_bac
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpullable_image_with_port_sharing_exits_rolled_back_without_a_failed_probe() {
+    an_unpullable_image_leaves_the_static_pods_serving(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpullable_image_without_port_sharing_exits_rolled_back_without_a_failed_probe() {
+    an_unpullable_image_leaves_the_static_pods_serving(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemonset_pod_that_never_serves_after_the_hand_over_gets_the_static_pod_back() {
-    let sim = static_cluster(3, false).await;
+    let sim = static_cluster_with(3, false, Some(Handovers::measured())).await;
     let image = format!("registry.k8s.io/kube-scheduler:{FROM}");
     let started = Instant::now();
     let prober = sim.prober(prober_options()).await.expect("prober");

@@ -2,10 +2,10 @@
 //! it with `apply`, and converting it back, node by node, while a prober reads every 10 ms and
 //! writes every 50 ms.
 //!
-//! They run under the simulator's idealised hand-over model. Under the measured one, an
-//! apiserver that joins a shared port beside another on the same host sometimes never publishes
-//! its identity Lease in the simulator; the conversion then rightly refuses to hand over and
-//! puts the node back, which would fail these tests for the simulator's reason.
+//! The round trips and the unpullable image run under the simulator's measured hand-over model
+//! (`Handovers::measured`): apiservers that join a shared port before they serve, leave it at
+//! SIGTERM closing their keep-alive connections, readiness probes that lie, leaders that keep
+//! their Lease. The other tests use the idealised one.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,20 +23,30 @@ use selfhost_core::Component;
 use selfhost_core::conversion::NODE_GATE_PREFIX;
 use selfhost_core::conversion::decide::Direction;
 use selfhost_sim::bootstrap::BootstrapMode;
-use selfhost_sim::cluster::{Handovers, ProbeReport, ProberOptions};
+use selfhost_sim::cluster::{Handovers, LeaderElectionTimings, ProbeReport, ProberOptions};
 use selfhost_sim::{SimCluster, SimTimings};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod certs;
+mod dry_run;
 mod failures;
 mod round_trip;
 
 pub const FROM: &str = "v1.33.1";
 pub const TO: &str = "v1.34.0";
 
-/// A kubeadm (static pod) cluster with latencies a hundred times faster than real ones, under
-/// the idealised hand-over model.
+/// Pod latencies a hundred times faster than real ones, leader election ten times faster (a
+/// Lease lasts 1.5 s, a standby retries every 0.2 s): slow enough that a leaderless gap ended
+/// by a deliberate hand-over is told apart from one that waited for the Lease to expire.
+pub fn timings() -> SimTimings {
+    SimTimings {
+        leader_election: LeaderElectionTimings::realistic().scaled(10),
+        ..SimTimings::scaled(100)
+    }
+}
+
+/// A kubeadm (static pod) cluster at [`timings`], under the idealised hand-over model.
 pub async fn static_cluster(nodes: usize, port_sharing: bool) -> SimCluster {
     static_cluster_with(nodes, port_sharing, None).await
 }
@@ -52,7 +62,7 @@ pub async fn static_cluster_with(
         .version(FROM)
         .mode(BootstrapMode::Static)
         .port_sharing(port_sharing)
-        .timings(SimTimings::scaled(100))
+        .timings(timings())
         .handovers(handovers)
         .start()
         .await
@@ -124,7 +134,7 @@ pub async fn run_with(
     view.ready(Duration::from_secs(20))
         .await
         .expect("watches list");
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Stamped>();
     let collected = tokio::spawn(async move {
         let mut events = Vec::new();
         while let Some(event) = receiver.recv().await {

@@ -6,12 +6,14 @@ use std::time::Duration;
 use selfhost::apply::{ApplyOptions, RunOutcome, apply};
 use selfhost::convert::{ComponentOutcome, ConvertReport};
 use selfhost::events::{Event, Events};
+use selfhost::measure::MeasuredDisruption;
 use selfhost::observe::Observer;
 use selfhost::plan::{PlanRequest, make_plan};
 use selfhost::retry::RetryPolicy;
 use selfhost_core::KubeVersion;
 use selfhost_core::conversion::decide::Direction;
 use selfhost_core::skew::SkewFlags;
+use selfhost_sim::cluster::Role;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -65,33 +67,128 @@ async fn upgrade(sim: &SimCluster, to: &str) {
 
 /// The gaps the engine measured (no port sharing), per component.
 fn gaps(reports: &[ConvertReport]) -> Vec<f64> {
-    reports
-        .iter()
-        .flat_map(|r| r.components.iter())
-        .filter_map(|(_, o)| match o {
-            ComponentOutcome::Done {
-                handover_gap_seconds,
-                ..
-            } => *handover_gap_seconds,
-            _ => None,
-        })
+    done(reports).filter_map(|(_, gap, _)| gap).collect()
+}
+
+/// The leaderless gaps the engine reported for the controller-manager and the scheduler.
+fn leaderless(reports: &[ConvertReport]) -> Vec<f64> {
+    done(reports)
+        .filter(|(component, _, _)| *component != Component::ApiServer)
+        .filter_map(|(_, _, measured)| measured.longest_leaderless_seconds())
         .collect()
 }
 
-/// The whole journey on `nodes` nodes: static → self-hosted (node by node) → `apply` to the
-/// next minor → static again. Returns the failed probes of each phase and the measured gaps.
-async fn round_trip(nodes: usize, port_sharing: bool) -> (Vec<Vec<String>>, Vec<f64>, Duration) {
-    let sim = static_cluster(nodes, port_sharing).await;
+/// Each component done: its gap (no port sharing) and what the engine measured.
+fn done(
+    reports: &[ConvertReport],
+) -> impl Iterator<Item = (Component, Option<f64>, &MeasuredDisruption)> {
+    reports
+        .iter()
+        .flat_map(|r| r.components.iter())
+        .filter_map(|(component, o)| match o {
+            ComponentOutcome::Done {
+                handover_gap_seconds,
+                measured,
+                ..
+            } => Some((*component, *handover_gap_seconds, measured)),
+            _ => None,
+        })
+}
+
+/// What one conversion phase (every node, one direction) cost, as the prober and the
+/// simulator's own availability record saw it.
+#[derive(Debug, Default)]
+struct PhaseFigures {
+    /// Probes the API did not serve (refused, reset or answered with an error; see
+    /// [`failed`]).
+    failed: Vec<String>,
+    /// The longest stretch of consecutive failed reads.
+    longest_failed_reads: Duration,
+    /// The longest stretch with no serving apiserver at all.
+    longest_down: Duration,
+    /// The longest stretch without a controller-manager and without a scheduler leader that
+    /// began during the phase (one inherited from before it is not the conversion's).
+    leaderless: [Duration; 2],
+}
+
+impl PhaseFigures {
+    fn measure(sim: &SimCluster, probes: &ProbeReport, from: Instant) -> PhaseFigures {
+        let to = Instant::now();
+        let recorder = sim.recorder();
+        PhaseFigures {
+            failed: failed(probes),
+            longest_failed_reads: probes.reads.longest_failure_window(),
+            longest_down: recorder.longest_down(from, to),
+            leaderless: [Role::ControllerManager, Role::Scheduler].map(|role| {
+                recorder
+                    .leaderless_intervals(role, from, to)
+                    .iter()
+                    .filter(|(began, _)| *began > from)
+                    .map(|(began, ended)| ended.duration_since(*began))
+                    .max()
+                    .unwrap_or_default()
+            }),
+        }
+    }
+}
+
+/// The figures of a whole journey.
+#[derive(Debug, Default)]
+struct Figures {
+    to_self_hosted: PhaseFigures,
+    to_static: PhaseFigures,
+    /// The hand-over gaps the engine measured and reported (no port sharing).
+    gaps: Vec<f64>,
+    /// The apiserver gaps the engine reported for each kube-apiserver conversion to
+    /// self-hosted (its own `/readyz` probes).
+    reported_api_gaps: Vec<f64>,
+    /// The longest leaderless gap the engine reported for the controller-manager's and the
+    /// scheduler's own conversions, both ways.
+    reported_leaderless: Vec<f64>,
+}
+
+impl Figures {
+    fn print(&self, what: &str) {
+        for (phase, f) in [
+            ("to self-hosted", &self.to_self_hosted),
+            ("to static", &self.to_static),
+        ] {
+            eprintln!(
+                "{what}, {phase}: {} failed probes, longest failed reads {:?}, longest down {:?}, \
+                 longest leaderless controller-manager {:?} / scheduler {:?}",
+                f.failed.len(),
+                f.longest_failed_reads,
+                f.longest_down,
+                f.leaderless[0],
+                f.leaderless[1],
+            );
+        }
+        eprintln!("{what}: hand-over gaps reported (s): {:?}", self.gaps);
+        eprintln!(
+            "{what}: apiserver gaps reported (s): {:?}",
+            self.reported_api_gaps
+        );
+        eprintln!(
+            "{what}: leaderless gaps reported for the controller-manager and scheduler (s): {:?}",
+            self.reported_leaderless
+        );
+    }
+}
+
+/// The whole journey on `nodes` nodes under `handovers`: static → self-hosted (node by node)
+/// → `apply` to the next minor → static again.
+async fn round_trip(nodes: usize, port_sharing: bool, handovers: Option<Handovers>) -> Figures {
+    let sim = static_cluster_with(nodes, port_sharing, handovers).await;
     let names: Vec<String> = sim.nodes().iter().map(|n| n.name.clone()).collect();
-    let mut failed_probes = Vec::new();
     let mut reports = Vec::new();
-    let mut longest = Duration::ZERO;
+    let mut back = Vec::new();
 
     // 1. To self-hosted, one node at a time.
     let phase = Instant::now();
     let prober = sim.prober(prober_options()).await.expect("prober");
     for node in &names {
         let (report, events) = run(&sim, &request(&sim, Direction::ToSelfHosted, node)).await;
+        print_report(node, &report, &events);
         assert_done(&report, &format!("to-self-hosted on {node}"));
         assert!(
             events.iter().any(
@@ -118,8 +215,7 @@ async fn round_trip(nodes: usize, port_sharing: bool) -> (Vec<Vec<String>>, Vec<
         reports.push(report);
     }
     let probes = prober.stop().await;
-    longest = longest.max(probes.reads.longest_failure_window());
-    failed_probes.push(failed(&probes));
+    let to_self_hosted = PhaseFigures::measure(&sim, &probes, phase);
     if nodes > 1 || port_sharing {
         assert!(
             !sim.recorder().was_down(phase, Instant::now()),
@@ -129,6 +225,7 @@ async fn round_trip(nodes: usize, port_sharing: bool) -> (Vec<Vec<String>>, Vec<
     let seen = wait_for(&sim, &expected(&sim, "daemonset", FROM)).await;
     assert_eq!(seen.running, expected(&sim, "daemonset", FROM));
     assert_eq!(seen.daemonsets.len(), 3, "{:?}", seen.daemonsets);
+    assert_eq!(manifests_aside(&reports), 3 * nodes, "every manifest kept");
 
     // 2. A second run changes nothing.
     let (again, events) = run(&sim, &request(&sim, Direction::ToSelfHosted, &names[0])).await;
@@ -155,13 +252,14 @@ async fn round_trip(nodes: usize, port_sharing: bool) -> (Vec<Vec<String>>, Vec<
     let phase = Instant::now();
     let prober = sim.prober(prober_options()).await.expect("prober");
     for node in &names {
-        let (report, _) = run(&sim, &request(&sim, Direction::ToStatic, node)).await;
+        let (report, events) = run(&sim, &request(&sim, Direction::ToStatic, node)).await;
+        print_report(node, &report, &events);
         assert_done(&report, &format!("to-static on {node}"));
         assert_eq!(manifests(&sim, node), ALL_MANIFESTS);
+        back.push(report);
     }
     let probes = prober.stop().await;
-    longest = longest.max(probes.reads.longest_failure_window());
-    failed_probes.push(failed(&probes));
+    let to_static = PhaseFigures::measure(&sim, &probes, phase);
     // The DaemonSet template always shares its port: back to static never has a gap.
     assert!(
         !sim.recorder().was_down(phase, Instant::now()),
@@ -175,57 +273,172 @@ async fn round_trip(nodes: usize, port_sharing: bool) -> (Vec<Vec<String>>, Vec<
     );
     assert_eq!(seen.daemonsets, Vec::<String>::new(), "no DaemonSet left");
     assert_eq!(seen.gate_labels, Vec::<String>::new(), "no label left");
-    (failed_probes, gaps(&reports), longest)
+    Figures {
+        to_self_hosted,
+        to_static,
+        gaps: gaps(&reports),
+        reported_api_gaps: done(&reports)
+            .filter(|(component, _, _)| *component == Component::ApiServer)
+            .map(|(_, _, measured)| measured.longest_failing_seconds)
+            .collect(),
+        reported_leaderless: leaderless(&[reports, back].concat()),
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_node_with_port_sharing_converts_both_ways_without_a_failed_probe() {
-    let (failed, gaps, _) = round_trip(1, true).await;
-    assert!(
-        gaps.is_empty(),
-        "with port sharing there is no gap: {gaps:?}"
-    );
-    for (phase, failed) in ["to self-hosted", "to static"].iter().zip(&failed) {
-        assert!(failed.is_empty(), "{phase}: {failed:?}");
+/// What a user reads at the end of a run, and the Leases it handed over.
+fn print_report(node: &str, report: &ConvertReport, events: &[selfhost::events::Stamped]) {
+    for (component, outcome) in &report.components {
+        eprintln!("{node} {component}: {}", outcome.message());
+    }
+    for e in events {
+        if let Event::Action { step, detail, .. } = &e.event
+            && step == "hand-over-lease"
+        {
+            eprintln!("{node}: {detail}");
+        }
+    }
+}
+
+/// How many static manifests the reports say were kept in backup directories.
+fn manifests_aside(reports: &[ConvertReport]) -> usize {
+    reports
+        .iter()
+        .map(|r| {
+            ALL_MANIFESTS
+                .iter()
+                .filter(|f| r.backup_dir.join(f).exists())
+                .count()
+        })
+        .sum()
+}
+
+/// One kube-apiserver joining a shared port under the measured model at these timings: its
+/// socket takes a share of new connections shortly after its start and answers them only once
+/// it is Ready (the kubelet's ready latency after its start, plus its authorization cache).
+/// Probes the kernel hands it meanwhile fail.
+fn one_join(t: &SimTimings) -> Duration {
+    t.kubelet.ready + t.handover.authorization_after_accept
+}
+
+/// The longest the API can be down on one node when the static kube-apiserver does not
+/// permit port sharing: the DaemonSet pod, refused the port while the static pod holds it,
+/// has crashed once (that is how the run knows its image is there and it starts); when the
+/// static pod has stopped, the kubelet starts it again only after its first crash-loop
+/// back-off, and it serves one pod start later.
+fn one_pod_start_after_back_off(t: &SimTimings) -> Duration {
+    let k = &t.kubelet;
+    k.stop + k.crash_loop.initial + k.sandbox + k.start + k.ready
+}
+
+/// What a loaded two-core machine adds to any stretch measured here (the prober, the
+/// simulator and the engine share the cores with the other tests).
+const LOAD_MARGIN: Duration = Duration::from_millis(300);
+
+/// Whether a failed probe was a request caught on a keep-alive connection that a stopping
+/// kube-apiserver closed under it (the measured model's `leaving`): the one failure the
+/// model forces even while other apiservers serve.
+fn caught_on_a_closing_connection(error: &str) -> bool {
+    error.contains("SendRequest")
+}
+
+/// The engine hands the controller-manager's and scheduler's Leases over: no leaderless gap
+/// the conversion opens is as long as a Lease lasts (a Lease left to expire keeps a standby
+/// waiting that long, and more).
+fn assert_leases_handed_over(figures: &Figures) {
+    let lease = timings().leader_election.lease_duration;
+    for f in [&figures.to_self_hosted, &figures.to_static] {
+        for gap in f.leaderless {
+            assert!(
+                gap < lease,
+                "leaderless for {gap:?}, a Lease lasts {lease:?}"
+            );
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_node_without_port_sharing_has_a_gap_of_at_most_one_pod_start() {
-    let (failed, gaps, longest) = round_trip(1, false).await;
-    eprintln!(
-        "hand-over gaps (s): {gaps:?}; longest failed-probe window: {longest:?}; failed probes per phase: {:?}",
-        failed.iter().map(Vec::len).collect::<Vec<_>>()
-    );
+async fn one_node_with_port_sharing_has_no_more_than_one_join() {
+    let figures = round_trip(1, true, Some(Handovers::measured())).await;
+    figures.print("one node, port sharing, measured model");
+    assert!(figures.gaps.is_empty(), "with port sharing there is no gap");
+    // The API never went down (asserted in the journey); what failed is at most one
+    // apiserver joining the shared port at a time, and requests on closing connections.
+    let join = one_join(&timings());
+    for f in [&figures.to_self_hosted, &figures.to_static] {
+        assert_eq!(f.longest_down, Duration::ZERO);
+        assert!(
+            f.longest_failed_reads <= join + LOAD_MARGIN,
+            "failed reads for {:?}, one join is {join:?}: {:?}",
+            f.longest_failed_reads,
+            f.failed
+        );
+    }
+    assert_leases_handed_over(&figures);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_without_port_sharing_is_down_at_most_one_back_off_and_one_pod_start() {
+    let figures = round_trip(1, false, Some(Handovers::measured())).await;
+    figures.print("one node, no port sharing, measured model");
+    let t = timings();
     assert_eq!(
-        gaps.len(),
+        figures.gaps.len(),
         3,
-        "one measured hand-over per component: {gaps:?}"
+        "one measured hand-over per component"
     );
-    // One pod start at these timings is a fraction of a second; the kubelet's first
-    // crash-loop back-off (10 s / 100) comes on top at most once.
-    assert!(longest < Duration::from_secs(2), "longest gap {longest:?}");
+    let bound = one_pod_start_after_back_off(&t);
+    let f = &figures.to_self_hosted;
     assert!(
-        failed[1].is_empty(),
-        "back to static (the DaemonSet template shares its port): {:?}",
-        failed[1]
+        f.longest_down <= bound + LOAD_MARGIN,
+        "down for {:?}; a back-off and one pod start is {bound:?}",
+        f.longest_down
     );
+    // The gap the run reports is what its probes saw: no longer than the real one plus a
+    // probe period (it probes every 0.1 s).
+    assert_eq!(figures.reported_api_gaps.len(), 1);
+    for gap in &figures.reported_api_gaps {
+        let most = bound + LOAD_MARGIN + Duration::from_millis(100);
+        assert!(
+            *gap <= most.as_secs_f64(),
+            "the run reported an apiserver gap of {gap}s, more than {most:?}"
+        );
+    }
+    // Back to static: the DaemonSet template shares its port, so at most a join.
+    assert_eq!(figures.to_static.longest_down, Duration::ZERO);
+    assert!(figures.to_static.longest_failed_reads <= one_join(&t) + LOAD_MARGIN);
+    assert_leases_handed_over(&figures);
+}
+
+/// On three nodes other nodes serve throughout: the API is never down, and the only probes
+/// that fail are requests caught on a keep-alive connection a stopping apiserver closes (at
+/// most two per node, the upgrade engine's bound under the same model).
+async fn three_nodes_never_down(port_sharing: bool) {
+    let nodes = 3;
+    let figures = round_trip(nodes, port_sharing, Some(Handovers::measured())).await;
+    figures.print(&format!(
+        "three nodes, port sharing {port_sharing}, measured model"
+    ));
+    for (phase, f) in [
+        ("to self-hosted", &figures.to_self_hosted),
+        ("to static", &figures.to_static),
+    ] {
+        assert_eq!(f.longest_down, Duration::ZERO, "{phase}");
+        let (closing, other): (Vec<&String>, Vec<&String>) = f
+            .failed
+            .iter()
+            .partition(|e| caught_on_a_closing_connection(e));
+        assert!(other.is_empty(), "{phase}: {other:?}");
+        assert!(closing.len() <= 2 * nodes, "{phase}: {closing:?}");
+    }
+    assert_leases_handed_over(&figures);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_with_port_sharing_convert_both_ways_without_a_failed_probe() {
-    let (failed, gaps, _) = round_trip(3, true).await;
-    assert!(gaps.is_empty(), "{gaps:?}");
-    for (phase, failed) in ["to self-hosted", "to static"].iter().zip(&failed) {
-        assert!(failed.is_empty(), "{phase}: {failed:?}");
-    }
+async fn three_nodes_with_port_sharing_convert_both_ways_never_down() {
+    three_nodes_never_down(true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_without_port_sharing_convert_both_ways_without_a_failed_probe() {
-    let (failed, gaps, _) = round_trip(3, false).await;
-    assert_eq!(gaps.len(), 9, "{gaps:?}");
-    for (phase, failed) in ["to self-hosted", "to static"].iter().zip(&failed) {
-        assert!(failed.is_empty(), "{phase}: {failed:?}");
-    }
+async fn three_nodes_without_port_sharing_convert_both_ways_never_down() {
+    three_nodes_never_down(false).await;
 }
