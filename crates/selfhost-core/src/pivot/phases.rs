@@ -1,4 +1,4 @@
-//! The phases of a pivot while the backup exists.
+//! The phases of a pivot while the backup exists (the rollback's in `rolling_back.rs`).
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
@@ -13,9 +13,6 @@ use crate::observation::{BackupObservation, ContainerState, PodObservation};
 use crate::rollout::{
     FailureSignal, SignalPolicy, failure_signals, pod_not_rolled_out, rollout_progress,
 };
-
-/// The rollback's deadline, in per-component deadlines from the rollback's start.
-pub(super) const ROLLBACK_DEADLINE_FACTOR: u32 = 2;
 
 impl Cx<'_> {
     /// The backup is being deleted: wait until it is gone.
@@ -75,66 +72,6 @@ impl Cx<'_> {
             pending,
             watch,
             recheck_at: Some(deadline),
-            deadline: Some(deadline),
-        })
-    }
-
-    /// The real DaemonSet is on its original template again after a rollback: wait until it
-    /// serves, then remove the backup.
-    pub(super) fn rolling_back(
-        &self,
-        backup: &BackupObservation,
-        rollback_at: Option<Timestamp>,
-    ) -> Step {
-        // One list decides and explains: the rollback is complete exactly when nothing is
-        // pending, and a rollback that fails names what it still waited for (finding D of
-        // docs/reliability.md: the two were computed apart and a failure named nothing).
-        let pending = self.rollback_pending(backup);
-        if pending.is_empty() {
-            return self.remove_backup(backup);
-        }
-        let current = self.real.pods.iter().filter(|p| self.real.is_current(p));
-        let signals = failure_signals(current, self.strict_signals());
-        // A rollback is the way back to pods known to work, and stopping it leaves the cluster
-        // worse off (exit 4): it gets twice the per-component deadline from its own start,
-        // for it waits out the failed pods' termination and restarts every node it touches
-        // (campaign finding C: a rollback on five nodes ran out of the 12 s its rollout had).
-        let deadline = self.deadline_after(rollback_at, ROLLBACK_DEADLINE_FACTOR);
-        let failure = if !signals.is_empty() {
-            Some(describe(&signals))
-        } else if self.now() >= deadline {
-            Some(format!(
-                "not complete by {deadline}: {}",
-                pending.join("; ")
-            ))
-        } else {
-            None
-        };
-        if let Some(reason) = failure {
-            return Step::Failed {
-                reason: format!("the rollback to the original template is failing too: {reason}"),
-                state: format!(
-                    "{} is back on its original template but not healthy; the backup {} keeps \
-                     serving",
-                    self.real.name, backup.daemonset.name
-                ),
-                resume: format!(
-                    "repair the failing pods, then `{}` finishes the rollback",
-                    self.resume_command()
-                ),
-            };
-        }
-        if let Some(step) = self.hurry() {
-            return step;
-        }
-        Step::WaitForRollback(Wait {
-            condition: format!(
-                "every pod of {} back on the original template and serving",
-                self.real.name
-            ),
-            recheck_at: self.recheck(deadline),
-            pending,
-            watch: self.watches(true),
             deadline: Some(deadline),
         })
     }
@@ -412,7 +349,7 @@ impl Cx<'_> {
 
     /// What keeps the real DaemonSet from serving on every node with current pods: the
     /// rollout progress, plus (when `strict`) each rolled-out pod proven to serve.
-    fn serving_progress(&self, strict: bool) -> Vec<String> {
+    pub(super) fn serving_progress(&self, strict: bool) -> Vec<String> {
         let mut pending = rollout_progress(self.obs, self.real).pending;
         if strict {
             for pod in &self.real.pods {
@@ -426,23 +363,13 @@ impl Cx<'_> {
         pending
     }
 
-    /// What keeps a rollback from being complete: the real DaemonSet's rollout back to the
-    /// original template, and every node where the backup serves but the restored real pod
-    /// does not yet. Empty exactly when the backup can go.
-    fn rollback_pending(&self, backup: &BackupObservation) -> Vec<String> {
-        let mut pending = self.serving_progress(false);
-        pending.extend(self.backup_serves_where_real_does_not(backup));
-        pending.extend(self.nodes_only_the_backup_covers(backup));
-        pending
-    }
-
     /// Nodes where the backup still runs a pod and the real DaemonSet has none: removing the
     /// backup would leave them without the component. The DaemonSet's own status does not
     /// show them: a node tainted `node.kubernetes.io/not-ready` (even for a moment) is no
     /// longer one where a new daemon pod should run, so it leaves `desiredNumberScheduled`,
     /// and the rolling update deletes the unavailable old pod there without creating the new
     /// one until the taint is gone.
-    fn nodes_only_the_backup_covers(&self, backup: &BackupObservation) -> Vec<String> {
+    pub(super) fn nodes_only_the_backup_covers(&self, backup: &BackupObservation) -> Vec<String> {
         let mut nodes: Vec<(&str, &str)> = backup
             .daemonset
             .pods
@@ -464,36 +391,7 @@ impl Cx<'_> {
             .collect()
     }
 
-    /// Nodes where a backup pod serves but no real pod does: removing the backup would lose
-    /// them. Empty when the backup never served there (a rollback before the update).
-    fn backup_serves_where_real_does_not(&self, backup: &BackupObservation) -> Vec<String> {
-        backup
-            .daemonset
-            .pods
-            .iter()
-            .filter(|pod| pod_serves(self.obs, self.target, pod).is_ok())
-            .filter_map(|pod| {
-                let node = pod.node.as_deref()?;
-                let mut why = Vec::new();
-                for real in self.real.pods_on(node) {
-                    match pod_serves(self.obs, self.target, real) {
-                        Ok(_) => return None,
-                        Err(reason) => why.push(reason),
-                    }
-                }
-                Some(if why.is_empty() {
-                    format!("{node}: no real pod yet, and the backup pod there serves")
-                } else {
-                    format!(
-                        "{node}: the real pod does not serve yet ({})",
-                        why.join("; ")
-                    )
-                })
-            })
-            .collect()
-    }
-
-    fn remove_backup(&self, backup: &BackupObservation) -> Step {
+    pub(super) fn remove_backup(&self, backup: &BackupObservation) -> Step {
         Step::RemoveBackup {
             name: backup.daemonset.name.clone(),
             uid: backup.daemonset.uid.clone(),
@@ -502,7 +400,7 @@ impl Cx<'_> {
 
     /// Actions that only speed a wait up: a dead leader's Lease, a Terminating apiserver whose
     /// replacement already serves, an `OnDelete` pod whose node is covered.
-    fn hurry(&self) -> Option<Step> {
+    pub(super) fn hurry(&self) -> Option<Step> {
         lease_hand_over(self.obs)
             .or_else(|| self.shorten_terminating())
             .or_else(|| self.replace_on_delete())
@@ -607,7 +505,7 @@ impl Cx<'_> {
 
     /// The earliest moment the decision can change by time alone: the deadline, the end of a
     /// soak, the moment identity publishing is decided.
-    fn recheck(&self, deadline: Timestamp) -> Option<Timestamp> {
+    pub(super) fn recheck(&self, deadline: Timestamp) -> Option<Timestamp> {
         let now = self.now();
         let soaks = self
             .obs
