@@ -46,6 +46,10 @@ const QUICK_EXCLUSIONS: &[(u64, &str)] = &[
         219645376349020,
         "open finding I (never-Ready apiservers answer the prober's kept connection with 500)",
     ),
+    (
+        180190569727126,
+        "open finding K (API down after a rollback removed the backup, NotReady window)",
+    ),
 ];
 
 /// The command that replays `seed` as it ran (without the fault kinds its profile left out).
