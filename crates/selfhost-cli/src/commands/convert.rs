@@ -188,7 +188,7 @@ fn render_plan(plan: &ConversionPlan) -> String {
             let sharing = match (plan.direction, c.port_sharing) {
                 (Direction::ToStatic, _) => "-".to_string(),
                 (Direction::ToSelfHosted, true) => "yes: no gap".to_string(),
-                (Direction::ToSelfHosted, false) => "NO: a short gap".to_string(),
+                (Direction::ToSelfHosted, false) => "NO: one restart".to_string(),
             };
             vec![
                 c.component.to_string(),
@@ -211,9 +211,12 @@ fn render_plan(plan: &ConversionPlan) -> String {
         plan.direction == Direction::ToSelfHosted && c.action == "convert" && !c.port_sharing
     }) {
         text.push_str(
-            "\nA static pod without --permit-port-sharing holds its port until it stops: the \
-             DaemonSet pod is created and its image pulled first, and the gap is measured and \
-             printed. Elsewhere the DaemonSet pod serves beside the static pod before it stops.\n",
+            "\nA static pod without --permit-port-sharing holds its port alone. The DaemonSet pod \
+             is created first (its image pulled), then the static manifest is rewritten with \
+             --permit-port-sharing=true (the original kept in the backup directory) and the \
+             kubelet restarts the static pod: it costs one restart of each such component, and \
+             on a single node the API is down for that one pod start (measured and printed). \
+             The DaemonSet pod then serves beside it before it stops.\n",
         );
     }
     text.push_str(&format!("\nChecked against {}.\n", plan.config_source));

@@ -113,9 +113,10 @@ async fn a_daemonset_pod_that_never_serves_after_the_hand_over_gets_the_static_p
     request.deadline = Duration::from_secs(5);
     // The scheduler's image is broken for every process started from now on (the running
     // static pods keep going), and mended as soon as the engine decides to restore — before it
-    // moves the manifest back, so the static pod restarts from a good image. Without port
-    // sharing the DaemonSet pod can only be found not to serve after the hand-over, when the
-    // static pod has left the port.
+    // puts the original manifest back, so the static pod restarts from a good image. Without
+    // port sharing the static pod is first restarted with it (and is broken too until then);
+    // the DaemonSet pod is found not to serve beside it, and the original manifest, without
+    // port sharing, is put back once that pod has gone.
     sim.registry()
         .make_never_ready(&image)
         .expect("known image");
@@ -137,7 +138,7 @@ async fn a_daemonset_pod_that_never_serves_after_the_hand_over_gets_the_static_p
         events
             .iter()
             .any(|e| matches!(&e.event, Event::Action { step, .. } if step == "restore-manifest")),
-        "the hand-over had happened and was undone"
+        "the static manifest rewritten with port sharing was put back as it was"
     );
     assert!(!sim.recorder().was_down(started, Instant::now()));
     eprintln!("failed probes: {:?}", failed(&probes));
