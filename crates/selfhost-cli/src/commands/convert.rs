@@ -286,6 +286,10 @@ fn render(event: &Stamped, dry_run: bool) -> Option<String> {
     })
 }
 
+/// How long an unreachable API server is asked again before the run refuses: longer than one
+/// kube-apiserver pod start at real timings.
+const API_COMEBACK: Duration = Duration::from_secs(30);
+
 async fn connect(global: &GlobalArgs) -> Result<Clients, CliError> {
     let args = ClientArgs {
         kubeconfig: global.kubeconfig.clone(),
@@ -294,7 +298,20 @@ async fn connect(global: &GlobalArgs) -> Result<Clients, CliError> {
     let clients = selfhost::connect(&args)
         .await
         .map_err(CliError::bad_input)?;
-    let ready = health::readyz(&clients.probe).await;
+    // A run stopped right after restarting this node's static kube-apiserver (to add port
+    // sharing) is re-run while that one pod starts: the API comes back by itself, so an
+    // unreachable server is asked again for a while before the run refuses.
+    let until = tokio::time::Instant::now() + API_COMEBACK;
+    let mut ready = health::readyz(&clients.probe).await;
+    while !ready.healthy && ready.checks.is_empty() && tokio::time::Instant::now() < until {
+        tracing::warn!(
+            "cannot reach the API server {} yet ({}); asking again",
+            clients.server,
+            ready.problem.as_deref().unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        ready = health::readyz(&clients.probe).await;
+    }
     if !ready.healthy && ready.checks.is_empty() {
         return Err(CliError {
             outcome: Outcome::Refused,
