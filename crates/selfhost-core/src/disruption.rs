@@ -6,7 +6,7 @@
 //! figures are the measured behaviour of real processes (the simulator hand-over issue):
 //! a starting kube-apiserver takes a share of new connections ~1.7 s before it serves, the
 //! kubelet's crash-loop back-off reaches 5 min, a leader Lease lasts 15 s and a standby
-//! retries every 2 s.
+//! retries every 2 s (every 500 ms in the templates selfhost writes).
 
 #[cfg(test)]
 mod tests;
@@ -31,8 +31,10 @@ pub const LISTEN_BEFORE_SERVE: Duration = Duration::from_millis(1700);
 pub const MAX_CRASH_LOOP_BACK_OFF: Duration = Duration::from_secs(300);
 /// Leader-election Lease duration of kube-controller-manager and kube-scheduler.
 pub const LEADER_LEASE_DURATION: Duration = Duration::from_secs(15);
-/// Bound of the leaderless gap per leader change with selfhost's hand-over: confirming the
-/// old process gone, then one standby retry period (2 s).
+/// Bound of the leaderless gap per leader change with selfhost's hand-over: the kubelet
+/// reporting the old process gone and the engine seeing it (about 1–2 s), then a standby's
+/// next try — at most 1.1 s with the 500 ms retry period selfhost's templates set
+/// ([`crate::daemonset::LEADER_ELECT_RETRY_PERIOD`]; client-go waits up to 2.2 periods).
 pub const HANDED_OVER_GAP: Duration = Duration::from_secs(3);
 /// First minor version (of 1.x) whose components know `--permit-port-sharing`.
 const PORT_SHARING_SINCE_MINOR: u64 = 19;
@@ -256,12 +258,15 @@ fn leader(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) {
     }
     out.leaderless_gap_seconds = Some(HANDED_OVER_GAP.as_secs());
     out.explanation.push(format!(
-        "the Lease is handed over as soon as its holder's process is confirmed gone, so each \
-         of at most {} leader changes leaves no leader for about {} s (a stopped process \
+        "the Lease is handed over as soon as its holder's process is confirmed gone, and the \
+         standbys (the backup's and the new pods, started with \
+         --leader-elect-retry-period={retry}) try again within 2.2 retry periods, so each \
+         of at most {} leader changes leaves no leader for at most {} s (a stopped process \
          does not release its Lease: without hand-over a standby waits {} s)",
         out.leader_changes,
         HANDED_OVER_GAP.as_secs(),
-        LEADER_LEASE_DURATION.as_secs()
+        LEADER_LEASE_DURATION.as_secs(),
+        retry = crate::daemonset::LEADER_ELECT_RETRY_PERIOD,
     ));
 }
 

@@ -28,6 +28,9 @@ use tokio_util::sync::CancellationToken;
 /// kubeadm's algorithm, for comparison only (not product code).
 #[path = "../tests/reference/kubeadm.rs"]
 mod kubeadm_reference;
+/// One run's timeline, simulator and engine merged (`-- profile N`).
+#[path = "upgrade/profile.rs"]
+mod profile;
 /// The side-by-side harness shared with the tests.
 #[path = "../tests/reference/versus.rs"]
 mod versus;
@@ -50,7 +53,7 @@ fn lower_bound(timings: &SimTimings, nodes: u32) -> Duration {
     per_component * 3
 }
 
-async fn run(nodes: usize) -> (Duration, Duration, u64) {
+async fn run(nodes: usize, show_profile: bool) -> (Duration, Duration, u64) {
     let timings = SimTimings::scaled(SCALE);
     let sim = SimCluster::builder()
         .control_plane_nodes(nodes)
@@ -61,11 +64,31 @@ async fn run(nodes: usize) -> (Duration, Duration, u64) {
         .start()
         .await
         .expect("cluster");
+    // The control-plane processes of a fresh cluster all started in the last second. On a
+    // cluster anyone upgrades they have run far longer; container start times have whole-second
+    // precision, so an upgrade in the same second would meet an ambiguity no real upgrade meets
+    // (a backup apiserver's identity cannot be told from the old one's until the old renews).
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     let clients = connect_with(&KubeconfigSource::Flag(sim.kubeconfig_path().into()), None)
         .await
         .expect("connects");
     let before = sim.metrics().total();
     let started = Instant::now();
+    let tap = show_profile.then(|| {
+        profile::StoreTap::start(sim.store().clone(), tokio::time::Instant::from_std(started))
+    });
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let events = if show_profile {
+        Events::to(sender)
+    } else {
+        Events::none()
+    };
+    let events_offset = started.elapsed();
+    if show_profile {
+        // Lines logged with RUST_LOG set are timed from the subscriber's start: this one
+        // marks the profile's zero on that clock.
+        tracing::info!("profile zero");
+    }
     let mut observer = Observer::start(&clients);
     observer
         .ready(Duration::from_secs(20))
@@ -90,13 +113,19 @@ async fn run(nodes: usize) -> (Duration, Duration, u64) {
         &clients.api,
         &targets,
         &ApplyOptions::default(),
-        &Events::none(),
+        &events,
         &CancellationToken::new(),
     )
     .await
     .expect("runs");
     let wall = started.elapsed();
     assert_eq!(report.outcome, RunOutcome::Done);
+    if let Some(tap) = tap {
+        let mut lines = tap.finish();
+        lines.extend(profile::engine_lines(receiver, events_offset));
+        profile::print(lines);
+        println!("wall {:.3}s", wall.as_secs_f64());
+    }
     drop(observer);
     let requests = sim.metrics().total() - before;
     (wall, lower_bound(&timings, nodes as u32), requests)
@@ -111,7 +140,7 @@ fn lower_bound_table(runtime: &tokio::runtime::Runtime) {
     for nodes in [1, 3, 5] {
         let mut best: Option<(Duration, Duration, u64)> = None;
         for _ in 0..3 {
-            let sample = runtime.block_on(run(nodes));
+            let sample = runtime.block_on(run(nodes, false));
             if best.is_none_or(|b| sample.0 < b.0) {
                 best = Some(sample);
             }
@@ -231,6 +260,16 @@ fn main() {
     let wanted = |table: &str| only.is_empty() || only.iter().any(|o| o == table);
     if wanted("lower-bound") {
         lower_bound_table(&runtime);
+    }
+    if let Some(at) = only.iter().position(|o| o == "profile") {
+        let nodes = only.get(at + 1).and_then(|n| n.parse().ok()).unwrap_or(1);
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_timer(tracing_subscriber::fmt::time::Uptime::default())
+            .with_writer(std::io::stderr)
+            .init();
+        runtime.block_on(run(nodes, true));
+        return;
     }
     if wanted("kubeadm") {
         kubeadm_table(&runtime);

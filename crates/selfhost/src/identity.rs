@@ -108,7 +108,7 @@ impl Drop for LeaseWatch {
 }
 
 impl LeaseWatch {
-    /// Starts watching the Leases in kube-system (with kube-runtime's backoff, so the watch
+    /// Starts watching the Leases in kube-system (with the engine's watch backoff, so the watch
     /// outlives an apiserver hand-over).
     pub fn start(client: &kube::Client) -> LeaseWatch {
         let tracker = Arc::new(Mutex::new(IdentityTracker::default()));
@@ -120,7 +120,7 @@ impl LeaseWatch {
             let changed = Arc::clone(&changed);
             async move {
                 let mut stream = watcher(api, watcher::Config::default())
-                    .default_backoff()
+                    .backoff(crate::reconnect::WatchBackoff::new())
                     .boxed();
                 while let Some(event) = stream.next().await {
                     let lease = match event {

@@ -14,6 +14,7 @@ pub mod measure;
 pub mod observe;
 pub mod plan;
 pub mod prepull;
+pub mod reconnect;
 pub mod record;
 pub mod retry;
 pub mod target;

@@ -1,11 +1,13 @@
 //! Building the core's [`Observation`] from the watched view and the probe client.
 //!
 //! Every decision reads the cluster afresh: the view's caches (kept current by watches, so
-//! this costs no request) and the API's health (probed at most once per `HEALTH_MAX_AGE`).
+//! this costs no request) and the API's health (the last probe, sampled in the background
+//! so that no decision waits for it; the executor probes afresh for the one decision that
+//! reads it).
 //! The only memory is the identity tracker, fed by its own watch (see `identity.rs`), and the
 //! record of what the run cost (see `measure.rs`), which decides nothing.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -21,6 +23,7 @@ use selfhost_core::observation::{
 use selfhost_core::preflight::ClusterObservation;
 use selfhost_core::skew::{ApiServerVersion, KubeletVersion};
 use selfhost_core::version::KubeVersion;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::client::Clients;
@@ -45,7 +48,55 @@ pub struct Observer {
     api: kube::Client,
     probe: kube::Client,
     leases: LeaseWatch,
-    health: Option<(Instant, ApiHealth)>,
+    /// The latest probe: when it was sent, and what it said.
+    health: Arc<Mutex<Option<(Instant, ApiHealth)>>>,
+    /// The background probe in flight, if one is.
+    sampling: Option<JoinHandle<()>>,
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        if let Some(task) = &self.sampling {
+            task.abort();
+        }
+    }
+}
+
+/// Probes `/readyz`, and `/version` when ready.
+async fn probe_health(probe: &kube::Client) -> ApiHealth {
+    let ready = health::readyz(probe).await;
+    let git_version = if ready.healthy {
+        probe
+            .apiserver_version()
+            .await
+            .ok()
+            .map(|info| info.git_version)
+    } else {
+        None
+    };
+    ApiHealth {
+        readyz_ok: ready.healthy,
+        readyz_detail: ready.problem,
+        git_version,
+    }
+}
+
+/// Keeps a probe's answer unless a later-sent one is already there (a slow probe must not
+/// overwrite a fresher answer), and adds it to the run's record.
+fn keep(
+    latest: &Mutex<Option<(Instant, ApiHealth)>>,
+    recorder: &Mutex<Recorder>,
+    sent: Instant,
+    health: &ApiHealth,
+) {
+    if let Ok(mut recorder) = recorder.lock() {
+        recorder.probe(Instant::now(), health);
+    }
+    if let Ok(mut latest) = latest.lock()
+        && latest.as_ref().is_none_or(|(at, _)| *at <= sent)
+    {
+        *latest = Some((sent, health.clone()));
+    }
 }
 
 fn owned_by<'a>(pods: &'a [Arc<Pod>], owner_uid: Option<&'a str>) -> Vec<Pod> {
@@ -69,12 +120,13 @@ impl Observer {
             api: clients.api.clone(),
             probe: clients.probe.clone(),
             leases: LeaseWatch::start(&clients.api),
-            health: None,
+            health: Arc::new(Mutex::new(None)),
+            sampling: None,
         }
     }
 
-    /// Waits for the next change of anything watched (the identity Leases' every change
-    /// included), or until `deadline`; returns whether something changed.
+    /// Waits for a change of anything watched since the last observation (the identity
+    /// Leases' every change included), or until `deadline`; returns whether something changed.
     pub async fn next_change(&mut self, deadline: Instant) -> bool {
         tokio::select! {
             changed = self.view.next_change(deadline) => changed,
@@ -87,34 +139,43 @@ impl Observer {
         self.view.ready(timeout).await
     }
 
-    /// The API's health, probed anew if the last probe is older than `max_age`.
+    /// The latest probe's answer, with when it was sent.
+    fn latest_health(&self) -> Option<(Instant, ApiHealth)> {
+        self.health.lock().ok().and_then(|h| h.clone())
+    }
+
+    /// The API's health, probed anew (and waited for) if the last probe is older than
+    /// `max_age`.
     pub async fn api_health(&mut self, max_age: Duration) -> ApiHealth {
-        if let Some((at, health)) = &self.health
+        if let Some((at, health)) = self.latest_health()
             && at.elapsed() <= max_age
         {
-            return health.clone();
+            return health;
         }
-        let ready = health::readyz(&self.probe).await;
-        let git_version = if ready.healthy {
-            self.probe
-                .apiserver_version()
-                .await
-                .ok()
-                .map(|info| info.git_version)
-        } else {
-            None
-        };
-        let health = ApiHealth {
-            readyz_ok: ready.healthy,
-            readyz_detail: ready.problem,
-            git_version,
-        };
-        let now = Instant::now();
-        if let Ok(mut recorder) = self.leases.recorder().lock() {
-            recorder.probe(now, &health);
-        }
-        self.health = Some((now, health.clone()));
+        let sent = Instant::now();
+        let health = probe_health(&self.probe).await;
+        keep(&self.health, self.leases.recorder(), sent, &health);
         health
+    }
+
+    /// Starts a probe in the background if the last one is older than [`HEALTH_MAX_AGE`] and
+    /// none is in flight: the run's record samples the API's health while the engine decides
+    /// (every half second at most), without any decision waiting for a probe.
+    fn sample_health(&mut self) {
+        let fresh = self
+            .latest_health()
+            .is_some_and(|(at, _)| at.elapsed() <= HEALTH_MAX_AGE);
+        let in_flight = self.sampling.as_ref().is_some_and(|t| !t.is_finished());
+        if fresh || in_flight {
+            return;
+        }
+        let (probe, latest) = (self.probe.clone(), Arc::clone(&self.health));
+        let recorder = Arc::clone(self.leases.recorder());
+        self.sampling = Some(tokio::spawn(async move {
+            let sent = Instant::now();
+            let health = probe_health(&probe).await;
+            keep(&latest, &recorder, sent, &health);
+        }));
     }
 
     /// What the engine saw of the API's health and of leader changes in `[from, to]`.
@@ -135,10 +196,25 @@ impl Observer {
             .find(|d| d.metadata.name.as_deref() == Some(name))
     }
 
-    /// One observation of `component`, as the state machine takes it.
+    /// How long ago the latest answered probe of the API's health was sent (`None`: never).
+    pub fn health_age(&self) -> Option<Duration> {
+        self.latest_health().map(|(at, _)| at.elapsed())
+    }
+
+    /// One observation of `component`, as the state machine takes it. The API's health in it
+    /// is the last probe's, of any age (probed now only if there was none): only the
+    /// apiserver's verification reads it, and the executor makes sure that decision has a
+    /// fresh one ([`Observer::health_age`]). Probing on every observation would hold every
+    /// decision up for a probe's round trip — up to its timeout while an apiserver hands over.
     pub async fn observe(&mut self, component: Component) -> Observation {
+        self.sample_health();
+        let api = match self.latest_health() {
+            Some((_, health)) => health,
+            None => self.api_health(HEALTH_MAX_AGE).await,
+        };
+        // From here on, any change wakes the next wait: it may not be in what is read below.
+        self.view.mark_seen();
         let now = Timestamp::now();
-        let api = self.api_health(HEALTH_MAX_AGE).await;
         let pods = self.view.pods.state();
         let backup_pods = self.view.backup_pods.state();
         let real = self.daemonset(&component.daemonset_name()).map(|ds| {
@@ -204,7 +280,11 @@ impl Observer {
         }
         let mut components = Vec::new();
         for component in Component::ALL {
-            components.push(self.observe(component).await);
+            let mut observation = self.observe(component).await;
+            // Judged by the confirmed health, not by a background sample that may have
+            // answered since (one unconfirmed failure must not refuse the run).
+            observation.api = health.clone();
+            components.push(observation);
         }
         let apiserver_versions = components
             .iter()

@@ -11,20 +11,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams, PropagationPolicy};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Resource, ResourceExt};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
 use selfhost_core::Component;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::prepull::{
     PREPULL_LABEL, PrepullImage, PrepullOutcome, PrepullState, images_pullable_check, judge,
     pause_image, prepull_daemonset,
 };
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -34,6 +32,7 @@ use crate::error::{ApiCallError, FailureKind};
 use crate::plan::Plan;
 use crate::retry::{RetryPolicy, with_retries};
 use crate::target::Targets;
+use crate::view::{Shared, spawn_reflector, spawn_reflector_with};
 
 /// How long the removal of the prepull DaemonSets may take. Their pods have no grace period,
 /// so this only covers the garbage collector's and the kubelets' latency.
@@ -320,15 +319,17 @@ async fn remove(
 }
 
 /// Watched caches of kube-system's DaemonSets (all of them: a kubeadm leftover of the same name
-/// carries none of our labels) and of the prepull pods.
+/// carries none of our labels) and of the prepull pods, kept by the engine view's reflectors
+/// (`view::spawn_reflector`): the same relist and backoff behaviour after a dropped watch or
+/// a 410.
 struct PrepullView {
     daemonsets: Store<DaemonSet>,
     /// Names of the DaemonSets the watch has shown at least once: a deletion is seen through
     /// only for an object the watch knew.
     seen: Arc<Mutex<BTreeSet<String>>>,
     pods: Store<Pod>,
+    shared: Arc<Shared>,
     changes: watch::Receiver<u64>,
-    last_error: Arc<Mutex<Option<String>>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -340,73 +341,36 @@ impl Drop for PrepullView {
     }
 }
 
-fn reflect<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    changes: &Arc<watch::Sender<u64>>,
-    last_error: &Arc<Mutex<Option<String>>>,
-    seen: &Arc<Mutex<BTreeSet<String>>>,
-) -> (Store<K>, JoinHandle<()>)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    let (store, writer) = reflector::store::<K>();
-    let changes = Arc::clone(changes);
-    let last_error = Arc::clone(last_error);
-    let seen = Arc::clone(seen);
-    let task = tokio::spawn(async move {
-        let mut stream = watcher(api, config)
-            .default_backoff()
-            .reflect(writer)
-            .boxed();
-        while let Some(item) = stream.next().await {
-            if let Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) = &item
-                && let Ok(mut seen) = seen.lock()
-            {
-                seen.insert(object.name_any());
-            }
-            match item {
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(_) => changes.send_modify(|n| *n += 1),
-                Err(err) => {
-                    if let Ok(mut last) = last_error.lock() {
-                        *last = Some(err.to_string());
-                    }
-                }
-            }
-        }
-    });
-    (store, task)
-}
-
 impl PrepullView {
     fn start(client: &kube::Client) -> PrepullView {
         let (sender, changes) = watch::channel(0);
-        let sender = Arc::new(sender);
-        let last_error = Arc::new(Mutex::new(None));
+        let shared = Arc::new(Shared {
+            changes: sender,
+            last_error: Arc::new(Mutex::new(None)),
+        });
         let seen = Arc::new(Mutex::new(BTreeSet::new()));
-        let (daemonsets, t1) = reflect(
+        let record = Arc::clone(&seen);
+        let (daemonsets, t1) = spawn_reflector_with(
             Api::<DaemonSet>::namespaced(client.clone(), NAMESPACE),
             watcher::Config::default(),
-            &sender,
-            &last_error,
-            &seen,
+            &shared,
+            move |daemonset: &DaemonSet| {
+                if let Ok(mut seen) = record.lock() {
+                    seen.insert(daemonset.name_any());
+                }
+            },
         );
-        let (pods, t2) = reflect(
+        let (pods, t2) = spawn_reflector(
             Api::<Pod>::namespaced(client.clone(), NAMESPACE),
             watcher::Config::default().labels(PREPULL_LABEL),
-            &sender,
-            &last_error,
-            // Pod names need no such record.
-            &Arc::new(Mutex::new(BTreeSet::new())),
+            &shared,
         );
         PrepullView {
             daemonsets,
             seen,
             pods,
+            shared,
             changes,
-            last_error,
             tasks: vec![t1, t2],
         }
     }
@@ -427,12 +391,16 @@ impl PrepullView {
     }
 
     fn last_error(&self) -> Option<String> {
-        self.last_error.lock().ok().and_then(|e| e.clone())
+        self.shared.last_error.lock().ok().and_then(|e| e.clone())
     }
 
-    /// Waits for the next change, or until `deadline`; returns whether something changed.
+    /// Waits until something changed since the last call returned, or until `deadline`;
+    /// returns whether something changed. Since the last call *returned*, not since this one
+    /// began: a change that lands while the caller judges the caches must wake the next wait.
+    /// Once every prepull pod is Ready nothing changes any more, so a change missed there
+    /// (the second of two events a watch delivers back to back, as it does when it resumes
+    /// after a drop or relists after a 410) stalled the wait until its deadline.
     async fn next_change(&mut self, deadline: Instant) -> bool {
-        self.changes.borrow_and_update();
         matches!(
             tokio::time::timeout_at(deadline, self.changes.changed()).await,
             Ok(Ok(()))

@@ -17,8 +17,10 @@ use crate::execute::{Applied, perform};
 use crate::observe::Observer;
 use crate::retry::RetryPolicy;
 
-/// While a wait needs `/readyz` or `/version`, how often they are probed.
-const HEALTH_POLL: Duration = Duration::from_millis(500);
+/// While a wait needs `/readyz` or `/version`, how often they are probed. Only the
+/// apiserver's final verification waits on them, with nothing else to wake it: a probe a
+/// tenth of a second costs little and ends that wait soon after it can end.
+const HEALTH_POLL: Duration = Duration::from_millis(100);
 /// The longest a wait goes without re-observing, even if nothing changed: a safety net for a
 /// change no watch reports (a clock-driven deadline is re-checked at its own time anyway).
 const IDLE_RECHECK: Duration = Duration::from_secs(5);
@@ -131,6 +133,16 @@ pub struct ExecuteOptions {
     pub dry_run: bool,
 }
 
+/// Whether `step` was decided on the API's health: the apiserver's verification, its end,
+/// and a failure (which may be the verification's deadline).
+fn reads_health(component: Component, step: &Step) -> bool {
+    component == Component::ApiServer
+        && matches!(
+            step,
+            Step::Verify(_) | Step::Done { .. } | Step::Failed { .. }
+        )
+}
+
 fn instant_of(at: Timestamp) -> Instant {
     let now = Timestamp::now();
     let ahead = at.duration_since(now);
@@ -155,9 +167,22 @@ pub async fn run_component(
     let mut repeats = 0;
     // Since when the same action has been answered 409/404 without a write in between.
     let mut superseded_since: Option<Instant> = None;
+    // Whether the API's health was probed for the decision being made.
+    let mut probed = false;
     let outcome = loop {
         let obs = observer.observe(component).await;
         let step = next_step(&obs, target);
+        // An observation carries the last probe's health, of any age; a decision that reads
+        // it is made again on a fresh one.
+        let stale = observer
+            .health_age()
+            .is_none_or(|age| age >= HEALTH_POLL / 2);
+        if reads_health(component, &step) && stale && !probed {
+            observer.api_health(Duration::ZERO).await;
+            probed = true;
+            continue;
+        }
+        probed = false;
         let key = (step.name().to_string(), step.description());
         if last_step.as_ref() != Some(&key) {
             events.emit(Event::Step {

@@ -4,8 +4,8 @@
 //! exactly the objects it needs — the kube-system DaemonSets, the control-plane pods (by
 //! label, so that a cluster with 100,000 other pods costs nothing), the control-plane nodes and
 //! the kube-system Leases — and rebuilds its observation from these caches whenever something
-//! changes. The watches use kube-runtime's backoff, so they outlive an API server handing over
-//! or crashing: they reconnect and relist by themselves.
+//! changes. The watches retry with backoff (`reconnect.rs`), so they outlive an API server
+//! handing over or crashing: they reconnect and relist by themselves.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -78,17 +78,37 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    spawn_reflector_with(api, config, shared, |_: &K| {})
+}
+
+/// [`spawn_reflector`], also handing `delivered` every object a list or watch event delivers,
+/// before the change is announced (the prepull view records which DaemonSets it has seen).
+pub(crate) fn spawn_reflector_with<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    shared: &Arc<Shared>,
+    mut delivered: impl FnMut(&K) + Send + 'static,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
     let (store, writer) = reflector::store::<K>();
     let shared = Arc::clone(shared);
     let task = tokio::spawn(async move {
         let mut stream = watcher(api, config)
-            .default_backoff()
+            .backoff(crate::reconnect::WatchBackoff::new())
             .reflect(writer)
             .boxed();
         while let Some(item) = stream.next().await {
             match item {
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(_) => {
+                Ok(watcher::Event::Init) => {}
+                // A relist shows in the store only at its InitDone, announced below.
+                Ok(watcher::Event::InitApply(object)) => delivered(&object),
+                Ok(event) => {
+                    if let watcher::Event::Apply(object) = &event {
+                        delivered(object);
+                    }
                     shared.changes.send_modify(|n| *n += 1);
                 }
                 Err(err) => {
@@ -206,10 +226,17 @@ impl ClusterView {
         }
     }
 
-    /// Waits for the next change of any watched object, or until `deadline`; returns whether
-    /// something changed.
-    pub async fn next_change(&mut self, deadline: Instant) -> bool {
+    /// Marks every change so far as seen. Called before the caches are read for a decision,
+    /// so that a change arriving while the decision is made still wakes the next
+    /// [`ClusterView::next_change`] (marking only when starting to wait lost such changes,
+    /// and the wait then lasted until some later event).
+    pub fn mark_seen(&mut self) {
         self.changes.borrow_and_update();
+    }
+
+    /// Waits for a change of any watched object since the last [`ClusterView::mark_seen`]
+    /// (at once if one came already), or until `deadline`; returns whether something changed.
+    pub async fn next_change(&mut self, deadline: Instant) -> bool {
         matches!(
             tokio::time::timeout_at(deadline, self.changes.changed()).await,
             Ok(Ok(()))

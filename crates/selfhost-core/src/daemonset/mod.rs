@@ -5,6 +5,7 @@
 //! applying a mutator twice gives the same result as applying it once.
 
 mod certs;
+mod leader_election;
 mod mutators;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub use certs::{CertSecret, CertsError, certificate_secrets, kubeconfig_secrets};
+pub use leader_election::{
+    LEADER_ELECT_LEASE_DURATION, LEADER_ELECT_RENEW_DEADLINE, LEADER_ELECT_RETRY_PERIOD,
+    LEADER_ELECTION_FLAGS, elect_promptly,
+};
 pub use mutators::{
     APISERVER_GRACE_SECONDS, CONTROL_PLANE_NODE_LABEL, LEGACY_MASTER_LABEL, SHUTDOWN_DELAY,
     advertise_host_ip, select_control_plane_nodes, shut_down_gracefully,
@@ -49,7 +54,9 @@ pub fn self_hosted_labels(component: Component) -> BTreeMap<String, String> {
 
 /// The pod spec a self-hosted component runs with: the static pod's spec with the node
 /// selector, tolerations, DNS policy and (for the apiserver) per-node advertise address that
-/// running on every control-plane node requires, optionally with certificates from Secrets.
+/// running on every control-plane node requires, the graceful shutdown (apiserver) or prompt
+/// leader election (controller-manager, scheduler) that hand-overs need, optionally with
+/// certificates from Secrets.
 pub fn self_hosted_pod_spec(
     component: Component,
     spec: PodSpec,
@@ -63,7 +70,7 @@ pub fn self_hosted_pod_spec(
     let spec = use_host_network_dns(spec);
     let spec = match component {
         Component::ApiServer => shut_down_gracefully(advertise_host_ip(spec)),
-        Component::ControllerManager | Component::Scheduler => spec,
+        Component::ControllerManager | Component::Scheduler => elect_promptly(spec),
     };
     if options.certs_in_secrets {
         certs::mount_from_secrets(component, spec)

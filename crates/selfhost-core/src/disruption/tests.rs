@@ -82,7 +82,7 @@ fn the_cost_follows_from_nodes_port_sharing_and_identity_leases() {
             ApiImpact::None,
             Some(3),
             false,
-            "about 3 s",
+            "at most 3 s",
         ),
         (
             Scheduler,
@@ -90,7 +90,7 @@ fn the_cost_follows_from_nodes_port_sharing_and_identity_leases() {
             ApiImpact::None,
             Some(3),
             false,
-            "standby waits 15 s",
+            "--leader-elect-retry-period=500ms",
         ),
         (
             Scheduler,

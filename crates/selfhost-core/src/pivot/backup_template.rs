@@ -10,7 +10,7 @@ use crate::backup::{BackupError, derive_backup};
 use crate::command_line;
 use crate::component::{Component, NAMESPACE};
 use crate::control_plane::PERMIT_PORT_SHARING;
-use crate::daemonset::self_hosted_labels;
+use crate::daemonset::{elect_promptly, self_hosted_labels};
 use crate::disruption::{knows_port_sharing, permits_port_sharing};
 use crate::observation::DaemonSetObservation;
 use crate::version::KubeVersion;
@@ -18,7 +18,10 @@ use crate::version::KubeVersion;
 /// The backup of the live real DaemonSet, as [`derive_backup`] makes it, stamped with
 /// [`BACKUP_CREATED_AT`] (`now`, the engine's clock).
 ///
-/// One deliberate difference from the live template: when the live component does not pass
+/// Two deliberate differences from the live template. For the controller-manager and the
+/// scheduler, the backup's container elects on the clock selfhost's templates set (a retry
+/// period of 500 ms), so that the hand-over from the old leader is as prompt as the later
+/// one. And when the live component does not pass
 /// `--permit-port-sharing=true` but its version knows the flag, the backup's container gets
 /// it. The backup still cannot bind next to the old pod (sharing needs both sockets to ask
 /// for it), but once the old pod is gone it can serve next to the new pods, which the target
@@ -64,6 +67,14 @@ pub fn backup_daemonset(
         && knows_port_sharing(&real.template, component)
     {
         spec.template = with_port_sharing(spec.template.clone(), component);
+    }
+    // The backup's controller-manager or scheduler is the standby the first hand-over goes
+    // to: it tries as promptly as the target template's will (see `elect_promptly`).
+    if let Some(spec) = backup.spec.as_mut()
+        && component != Component::ApiServer
+        && let Some(pod) = spec.template.spec.take()
+    {
+        spec.template.spec = Some(elect_promptly(pod));
     }
     Ok(backup)
 }

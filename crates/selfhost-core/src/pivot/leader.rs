@@ -4,7 +4,8 @@
 //! waits a whole lease duration (15 s) before taking it, and during that time no DaemonSet
 //! controller runs (or nothing is scheduled) — the ~19 s leaderless gap of kubeadm's pivot.
 //! Once the holder's process is *confirmed* gone, deleting the Lease (with a resourceVersion
-//! precondition) lets a standby acquire on its next retry (2 s).
+//! precondition) lets a standby acquire on its next retry (2 s by default, 0.5–1.1 s on the
+//! clock selfhost's templates set: see `daemonset::elect_promptly`).
 //!
 //! Confirmation without knowing which pod a holder identity `<hostname>_<uuid>` belongs to:
 //! the holder acquired at `acquireTime` on host `hostname`, so its process was running then.
@@ -12,14 +13,20 @@
 //! after `acquireTime`, none of them can be the holder, and the holder is gone. A node with no
 //! pod of the component at all proves nothing (the holder may run outside our DaemonSets),
 //! and neither does a node that is not Ready (its kubelet is not reporting), nor a container
-//! whose state is unknown. So a Lease whose holder may still be alive is never touched.
+//! whose state is unknown. So a Lease whose holder may still be alive is never touched — with
+//! one exception that cannot make two leaders: when a process that may have held it stopped
+//! since the acquisition and at most one process of the component can run at all (see
+//! [`sole_candidate`]), that process is the only one that can hold the Lease after the
+//! hand-over, whether it held it before or not.
 
-use super::serving::started_no_earlier_than;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::serving::{created_after_our_write, started_no_earlier_than};
 use super::step::Step;
 use super::{Target, container_name};
 use crate::command_line;
 use crate::component::Component;
-use crate::observation::{ContainerState, DaemonSetObservation, Observation};
+use crate::observation::{ContainerState, DaemonSetObservation, Observation, PodObservation};
 
 /// The flag that turns leader election off; then there is no Lease to verify.
 pub const LEADER_ELECT_FLAG: &str = "leader-elect";
@@ -61,9 +68,23 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
             ContainerState::Waiting { .. } | ContainerState::Terminated { .. } => false,
         },
     });
-    if may_be_holder {
+    let reason = if !may_be_holder {
+        format!(
+            "no {name} process running on {node} is that old",
+            node = node.name
+        )
+    } else if (stopped_since(obs, &node.name, acquired)
+        || only_new_pods_started_that_second(obs, &pods, acquired))
+        && sole_candidate(obs)
+    {
+        format!(
+            "a {name} process on {node} that may have held it stopped since, and the one \
+             {name} process left is the only one that can hold it next",
+            node = node.name
+        )
+    } else {
         return None;
-    }
+    };
     let resource_version = lease.resource_version.clone()?;
     Some(Step::HandOverLease {
         lease: lease.name.clone(),
@@ -71,14 +92,112 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
         resource_version,
         holder: holder.to_string(),
         why: format!(
-            "its holder acquired it at {acquired} on {node}, and no {name} process running on \
-             {node} is that old; it would otherwise stay held until {expiry}",
+            "its holder acquired it at {acquired} on {node}, and {reason}; it would otherwise \
+             stay held until {expiry}",
             node = node.name,
             expiry = lease
                 .expires_at()
                 .map_or_else(|| "it expires".to_string(), |t| t.to_string()),
         ),
     })
+}
+
+/// Whether at most one process of the component can run now or later: every other pod of the
+/// real and the backup DaemonSet is being deleted, on a Ready node (its status is current),
+/// and its container no longer runs (a terminating pod's container is not restarted).
+///
+/// Then the holder is either gone or that one process, and deleting the Lease cannot make two
+/// leaders: if the process holds it, its next renewal finds no Lease and creates it again
+/// (client-go's `tryAcquireOrRenew` creates a missing Lease), else it is the only one that can
+/// take it. This settles what start times cannot: the kubelet reports them in whole seconds,
+/// and on one node the new pod's process often starts within the second the backup's process
+/// acquired the Lease, which would otherwise leave the role leaderless for a whole lease
+/// duration after the backup goes.
+fn sole_candidate(obs: &Observation) -> bool {
+    let name = container_name(obs);
+    let may_run = obs
+        .all_pods()
+        .filter(|pod| {
+            let status_current = pod.node.as_deref().is_some_and(|n| obs.node_is_ready(n));
+            !(status_current && stopped_for_good(pod, name))
+        })
+        .count();
+    may_run <= 1
+}
+
+/// Whether a process that may have held the Lease since `acquired` has stopped for good on
+/// `node`: a pod there is being deleted and its container stopped, or the backup DaemonSet is
+/// being deleted with no pod left there — unless that stop or deletion is known to precede the
+/// acquisition (its whole-second time plus a second is no later). Only what is still visible
+/// counts: once the stopped pod and the deleted backup are gone, a holder that survived a
+/// hand-over (it found its Lease gone and created it again) is not pressed again.
+fn stopped_since(obs: &Observation, node: &str, acquired: Timestamp) -> bool {
+    let name = container_name(obs);
+    let not_before = |t: Option<Timestamp>| {
+        t.is_none_or(|t| {
+            t.checked_add(SignedDuration::from_secs(1))
+                .is_ok_and(|end| end > acquired)
+        })
+    };
+    let on_node = |pod: &&PodObservation| pod.node.as_deref() == Some(node);
+    let pod_stopped = obs.all_pods().filter(on_node).any(|pod| {
+        let finished = match pod.main_container(name).map(|c| &c.state) {
+            Some(ContainerState::Terminated { finished_at, .. }) => *finished_at,
+            _ => None,
+        };
+        stopped_for_good(pod, name) && not_before(finished)
+    });
+    let backup_removed = obs.backup.as_ref().is_some_and(|backup| {
+        backup.daemonset.deleting_since.is_some()
+            && not_before(backup.daemonset.deleting_since)
+            && backup.daemonset.pods.iter().filter(on_node).count() == 0
+    });
+    pod_stopped || backup_removed
+}
+
+/// Whether every pod on the holder's node whose process may hold the Lease is a pod our own
+/// update created, whose process started in the whole second of the acquisition: the start
+/// time cannot say whether it started before, and the holder may as well be a process of a
+/// pod already gone (the backup's, whose stop the engine may not have seen before the pod
+/// vanished). Such a pod's process started after our update, so this arises only while a
+/// pivot finishes, and at most for that second: a process that survived a hand-over
+/// acquires again later.
+fn only_new_pods_started_that_second(
+    obs: &Observation,
+    pods: &[&PodObservation],
+    acquired: Timestamp,
+) -> bool {
+    let name = container_name(obs);
+    let mut may_hold = pods
+        .iter()
+        .filter(|pod| match pod.main_container(name).map(|c| &c.state) {
+            Some(ContainerState::Waiting { .. } | ContainerState::Terminated { .. }) => false,
+            Some(ContainerState::Running { .. }) => {
+                started_no_earlier_than(obs, pod).is_none_or(|s| s <= acquired)
+            }
+            _ => true,
+        });
+    may_hold.all(|pod| {
+        created_after_our_write(obs, pod).is_some()
+            && pod.process_started_at(name).is_some_and(|started| {
+                started <= acquired
+                    && started
+                        .checked_add(SignedDuration::from_secs(1))
+                        .is_ok_and(|end| end > acquired)
+            })
+    })
+}
+
+/// A pod being deleted whose component container no longer runs: the kubelet does not restart
+/// it.
+fn stopped_for_good(pod: &PodObservation, name: &str) -> bool {
+    pod.is_terminating()
+        && pod.main_container(name).is_some_and(|c| {
+            matches!(
+                c.state,
+                ContainerState::Waiting { .. } | ContainerState::Terminated { .. }
+            )
+        })
 }
 
 /// Whether the component's leader is a process of the real DaemonSet's current template:

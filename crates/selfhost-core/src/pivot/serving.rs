@@ -280,7 +280,10 @@ pub(super) fn started_no_earlier_than(
 
 /// When selfhost wrote the real DaemonSet's template that `pod` was created from, if `pod` is
 /// a real pod created from that write.
-fn created_after_our_write(obs: &Observation, pod: &PodObservation) -> Option<Timestamp> {
+pub(super) fn created_after_our_write(
+    obs: &Observation,
+    pod: &PodObservation,
+) -> Option<Timestamp> {
     let real = obs.real.as_ref()?;
     if !real
         .pods

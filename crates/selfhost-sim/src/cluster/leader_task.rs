@@ -53,6 +53,8 @@ use crate::store::{Subresource, meta};
 
 /// The exit code of `klog.Fatalf`, which both components call when they lose their Lease.
 const LOST_EXIT_CODE: i32 = 255;
+/// The exit code of a Go panic: `leaderelection.RunOrDie` panics on a clock client-go rejects.
+const BAD_CONFIG_EXIT_CODE: i32 = 2;
 
 /// What a starting component says when its delegated authentication cannot read
 /// `kube-system/extension-apiserver-authentication`.
@@ -121,6 +123,8 @@ struct Member {
     process: ProcessRef,
     image: Option<String>,
     client: Candidate,
+    /// Its election clock, from its flags.
+    timings: LeaderElectionTimings,
 }
 
 /// Whether a process that no longer elects was told to stop, rather than crashed or killed
@@ -160,6 +164,7 @@ pub(crate) struct LeaderElection {
     pub holders: Arc<Holders>,
     /// Each node's kubelet, to make a process that lost its Lease exit.
     pub inputs: HashMap<String, mpsc::UnboundedSender<NodeInput>>,
+    /// The election clock of a process that passes no election flag.
     pub timings: LeaderElectionTimings,
     pub release: LeaseRelease,
     /// A process that starts while the API is unreachable exits at once.
@@ -227,8 +232,9 @@ impl LeaderElection {
                     },
                     image: c.image.clone(),
                     client: Candidate::new(identity, now),
+                    timings: self.timings,
                 };
-                running.insert(identity.clone(), member);
+                running.insert(identity.clone(), (member, c.command_line.clone()));
             }
         }
         let gone: Vec<String> = e
@@ -246,9 +252,18 @@ impl LeaderElection {
             }
         }
         e.lost.retain(|identity| running.contains_key(identity));
-        for (identity, member) in running {
+        for (identity, (mut member, command_line)) in running {
             if e.lost.contains(&identity) || e.members.contains_key(&identity) {
                 continue;
+            }
+            match self.timings.for_command_line(&command_line) {
+                Ok(own) => member.timings = own,
+                Err(refusal) => {
+                    // client-go's `RunOrDie` panics on a configuration it rejects.
+                    self.exit(&member, BAD_CONFIG_EXIT_CODE, &refusal);
+                    e.lost.insert(identity);
+                    continue;
+                }
             }
             if self.start_needs_api && !self.api.is_up() {
                 self.exit(&member, 1, NO_API_AT_START);
@@ -307,7 +322,8 @@ impl LeaderElection {
 
     /// client-go's `tryAcquireOrRenew`, at `at`.
     fn try_acquire_or_renew(&self, e: &mut Electorate, member: &mut Member, at: Instant) {
-        let t = &self.timings;
+        let timings = member.timings;
+        let t = &timings;
         let name = leader_lease_name(member.role);
         let current = match self.api.get(&LEASES, LEADER_LEASE_NAMESPACE, name) {
             Ok(obj) => Some(obj),

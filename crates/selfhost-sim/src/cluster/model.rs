@@ -234,6 +234,7 @@ mod tests {
             container: binary.into(),
             binary: Some(binary.into()),
             image: Some(image.into()),
+            command_line: Vec::new(),
             process: Some(ProcessId(1)),
             identity: Some(format!("cp-1_{uid}")),
             started_at: None,

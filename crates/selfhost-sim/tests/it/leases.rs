@@ -9,6 +9,7 @@
 //! machine.
 
 mod election;
+mod flags;
 mod identity;
 mod kubeadm;
 mod outage;

@@ -1,10 +1,13 @@
 //! Engine bugs the fault campaign found (crates/selfhost-cli/tests/it/campaign), each pinned by
 //! the smallest scenario that showed it.
 
+use std::time::Duration;
+
 use http::Method;
 use selfhost::apply::{ApplyOptions, RunOutcome};
 use selfhost_core::Component;
 use selfhost_sim::{FaultAction, RequestMatcher};
+use tokio::time::Instant;
 
 use crate::upgrade::{cluster_with, images, upgrade};
 
@@ -54,7 +57,6 @@ async fn a_holder_overwritten_before_the_observation_is_still_seen() {
     use kube::Api;
     use kube::api::PostParams;
     use selfhost::observe::Observer;
-    use std::time::Duration;
 
     let sim = crate::sim().await;
     let leases: Api<Lease> = Api::namespaced(sim.client(), "kube-system");
@@ -103,7 +105,7 @@ async fn a_holder_overwritten_before_the_observation_is_still_seen() {
         .await
         .unwrap();
     let last = back.metadata.resource_version.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while !observer
         .view
         .leases
@@ -111,7 +113,7 @@ async fn a_holder_overwritten_before_the_observation_is_still_seen() {
         .iter()
         .any(|l| l.metadata.resource_version.as_deref() == Some(last.as_str()))
     {
-        assert!(tokio::time::Instant::now() < deadline, "the watch delivers");
+        assert!(Instant::now() < deadline, "the watch delivers");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
@@ -125,4 +127,125 @@ async fn a_holder_overwritten_before_the_observation_is_still_seen() {
         "the new process is seen taking the Lease over: {:?}",
         observation.identity_leases
     );
+}
+
+/// Finding H of docs/reliability.md: a `--prepull` wait stalled after dropped watches and 410s,
+/// "still waiting for kube-controller-manager: cp-1: Running" until its deadline although the
+/// pod was Ready. The wait judged the caches, then began its next wait by marking every change
+/// so far as seen, so a change that landed in between was lost; once every prepull pod is
+/// Ready nothing changes any more. A watch that resumes after a drop, or relists after a 410,
+/// delivers what it missed back to back, which opens exactly that gap. Here the gap is made
+/// wide: the progress display blocks (as a terminal or pipe nobody reads does) while the
+/// watches are cut and refused with 410 as the pods turn Ready, and then cut and refused again
+/// until both watches have relisted the final state, so that all of it lands between one
+/// judgement and the next wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepull_wait_sees_the_pods_ready_through_dropped_watches_and_410s() {
+    use selfhost::prepull::{PrepullOptions, PrepullProgress, images_to_prepull, prepull};
+    use selfhost_core::prepull::PrepullOutcome;
+    use tokio_util::sync::CancellationToken;
+
+    use crate::prepull::{cluster, leftovers, plan};
+
+    let sim = cluster(3).await;
+    let (clients, planned, targets) = plan(&sim).await;
+    let images = images_to_prepull(&planned, &targets);
+    let handle = tokio::runtime::Handle::current();
+    let mut faulted = false;
+    let mut lagging_display = |progress: PrepullProgress| {
+        if faulted || !matches!(progress, PrepullProgress::Waiting { .. }) {
+            return;
+        }
+        faulted = true;
+        tokio::task::block_in_place(|| {
+            handle.block_on(async {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                // Only the prepull's two watches (pods, DaemonSets) watch over HTTP here: the
+                // planning observer is gone and the cluster's own components read the store.
+                let watches = || {
+                    sim.metrics().requests("watch", "pods")
+                        + sim.metrics().requests("watch", "daemonsets")
+                };
+                let settled = |expected: u64| async move {
+                    while watches() < expected {
+                        assert!(Instant::now() < deadline, "the watches come back");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                };
+                // Every watch request while an expiry is pending takes it, so once the count
+                // reaches base + expiries + 2, both watches relisted and watch again.
+                let base = watches();
+                sim.faults().drop_watches();
+                sim.faults().expire_next_watches(2);
+                all_prepull_pods_ready(&sim.client(), 3, deadline).await;
+                settled(base + 2 + 2).await;
+                let base = watches();
+                sim.faults().drop_watches();
+                sim.faults().expire_next_watches(4);
+                settled(base + 4 + 2).await;
+            });
+        });
+    };
+    let outcome = prepull(
+        &clients.api,
+        &targets,
+        &images,
+        &PrepullOptions {
+            deadline: Duration::from_secs(90),
+            ..PrepullOptions::default()
+        },
+        &CancellationToken::new(),
+        &mut lagging_display,
+    )
+    .await
+    .expect("the prepull runs and cleans up");
+    assert!(faulted, "the faults were injected while the wait ran");
+    let PrepullOutcome::Pulled { nodes, .. } = &outcome else {
+        panic!("expected the images to be pulled, got {outcome:#?}");
+    };
+    for (component, on) in nodes {
+        assert_eq!(on, &["cp-1", "cp-2", "cp-3"], "{component}");
+    }
+    assert_eq!(leftovers(&clients.api).await, Vec::<String>::new());
+    sim.shutdown().await;
+}
+
+/// Waits until the three prepull DaemonSets report every one of their `nodes` pods Ready and
+/// each of those pods is Ready: after that, nothing the prepull watches changes any more.
+async fn all_prepull_pods_ready(client: &kube::Client, nodes: usize, deadline: Instant) {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::Api;
+    use kube::api::ListParams;
+    use selfhost_core::prepull::PREPULL_LABEL;
+
+    let by_label = ListParams::default().labels(PREPULL_LABEL);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), "kube-system");
+    let ready = |pod: &Pod| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    let want = i32::try_from(nodes).expect("a few nodes");
+    loop {
+        let pods_ready = pods
+            .list(&by_label)
+            .await
+            .is_ok_and(|l| l.items.len() == 3 * nodes && l.items.iter().all(ready));
+        let counted = daemonsets.list(&by_label).await.is_ok_and(|l| {
+            l.items.len() == 3
+                && l.items.iter().all(|d| {
+                    d.status.as_ref().is_some_and(|s| {
+                        s.desired_number_scheduled == want && s.number_ready == want
+                    })
+                })
+        });
+        if pods_ready && counted {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the prepull pods become Ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -25,7 +25,7 @@ const PAUSE: &str = "registry.k8s.io/pause:3.10.1";
 
 /// A self-hosted cluster whose registry has the v1.34 images and, as real registries do, the
 /// `pause` images.
-async fn cluster(nodes: usize) -> SimCluster {
+pub(crate) async fn cluster(nodes: usize) -> SimCluster {
     SimCluster::builder()
         .control_plane_nodes(nodes)
         .version(FROM)
@@ -37,7 +37,7 @@ async fn cluster(nodes: usize) -> SimCluster {
         .expect("cluster starts")
 }
 
-async fn plan(sim: &SimCluster) -> (selfhost::Clients, Plan, Targets) {
+pub(crate) async fn plan(sim: &SimCluster) -> (selfhost::Clients, Plan, Targets) {
     let (clients, _, plan, targets) = crate::planned(sim, TO).await;
     (clients, plan, targets)
 }
@@ -68,7 +68,7 @@ async fn kube_system(client: &kube::Client) -> BTreeMap<String, String> {
     out
 }
 
-async fn leftovers(client: &kube::Client) -> Vec<String> {
+pub(crate) async fn leftovers(client: &kube::Client) -> Vec<String> {
     let by_label = ListParams::default().labels(PREPULL_LABEL);
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), "kube-system");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");

@@ -94,3 +94,44 @@ async fn a_wait_that_runs_out_names_what_it_waited_for() {
         "{err}"
     );
 }
+
+/// A change that arrives after the caches were read for a decision, but before the wait that
+/// follows it begins, wakes that wait at once: the engine must not sleep on a view it has not
+/// decided on. (Marking changes seen only when the wait began lost such a change until some
+/// later one; this server has no controllers, so there is no later one.)
+#[tokio::test]
+async fn a_change_that_came_while_deciding_wakes_the_next_wait() {
+    let sim = sim().await;
+    let mut view = view_of(&sim).await;
+    view.mark_seen();
+
+    sim.store()
+        .create(
+            &DAEMONSETS,
+            "kube-system",
+            daemonset("late"),
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    // Watch the cache, not the change feed, so the change stays unconsumed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !has(&view, "late") {
+        assert!(
+            Instant::now() < deadline,
+            "the watch delivers the DaemonSet"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let waited = Instant::now();
+    assert!(
+        view.next_change(Instant::now() + Duration::from_secs(5))
+            .await,
+        "the change made after the last read wakes the wait"
+    );
+    assert!(
+        waited.elapsed() < Duration::from_secs(2),
+        "woken at once, not at the deadline: {:?}",
+        waited.elapsed()
+    );
+}

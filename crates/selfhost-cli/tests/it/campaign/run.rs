@@ -192,8 +192,19 @@ fn break_target(sim: &SimCluster, scenario: &Scenario) {
 }
 
 /// The outcome the scenario calls for: the components on the target, the exit code, and how
-/// the last message begins.
+/// the last message begins (for a `--prepull` refusal: the last event and the image its
+/// failed check names).
 fn expected(scenario: &Scenario) -> (Vec<Component>, i32, String, String) {
+    if let Some((failing, _)) = scenario.broken
+        && scenario.prepull_refuses()
+    {
+        return (
+            Vec::new(),
+            3,
+            "refused".into(),
+            image(failing, &scenario.to),
+        );
+    }
     match scenario.broken {
         None => (
             Component::ALL.to_vec(),
@@ -210,6 +221,31 @@ fn expected(scenario: &Scenario) -> (Vec<Component>, i32, String, String) {
             "rolled-back".into(),
             format!("{failing} failed and was rolled back to its original template"),
         ),
+    }
+}
+
+/// A `--prepull` refusal must be the last event, and its failed `images-pullable` check must
+/// name the unpullable `image`.
+fn prepull_refusal_violations(last: Option<&serde_json::Value>, image: &str) -> Vec<String> {
+    let names_image = last.is_some_and(|e| {
+        e["event"] == "refused"
+            && e["plan"]["preflight"]["checks"]
+                .as_array()
+                .is_some_and(|checks| {
+                    checks.iter().any(|c| {
+                        c["id"] == "images-pullable"
+                            && c["verdict"] == "fail"
+                            && c["message"].as_str().is_some_and(|m| m.contains(image))
+                    })
+                })
+    });
+    if names_image {
+        Vec::new()
+    } else {
+        vec![format!(
+            "exit 3 with last event {}; expected the prepull's refusal naming {image}",
+            last.map(|e| e.to_string()).unwrap_or_default()
+        )]
     }
 }
 
@@ -332,6 +368,8 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
             last.code,
             result.map(|e| e.to_string()).unwrap_or_default()
         ));
+    } else if code == 3 {
+        violations.extend(prepull_refusal_violations(result, &message));
     } else {
         let (got_outcome, got_message) = result
             .map(|e| {
@@ -358,7 +396,7 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
             ));
         }
     }
-    if matches!(last.code, Some(0 | 1)) {
+    if matches!(last.code, Some(0 | 1)) || (code == 3 && last.code == Some(3)) {
         let upgraded = if last.code == Some(0) {
             Component::ALL.to_vec()
         } else {

@@ -66,8 +66,9 @@ pub struct Scenario {
     pub broken: Option<(Component, Breakage)>,
     pub kill: Option<Kill>,
     /// `apply --prepull`: the target images are pulled on every control-plane node first, by
-    /// temporary DaemonSets that must be gone afterwards. Not drawn with an unpullable target
-    /// (then prepull refuses before any change, another scenario) or a NotReady node.
+    /// temporary DaemonSets that must be gone afterwards. With an unpullable or crash-looping
+    /// target the prepull refuses before any change (see [`Scenario::prepull_refuses`]); with a NotReady
+    /// node the operator model applies as without it.
     pub prepull: bool,
 }
 
@@ -133,9 +134,7 @@ impl Scenario {
             delay: Duration::from_millis(rng.between(0, 60)),
         });
         // Drawn last, so that the draws before it name the same runs as before it existed.
-        let prepull = rng.percent(30)
-            && not_ready.is_none()
-            && !matches!(broken, Some((_, Breakage::Unpullable)));
+        let prepull = rng.percent(30);
         Scenario {
             seed,
             control_plane,
@@ -179,6 +178,18 @@ impl Scenario {
 
     /// The per-component deadline given to `apply --timeout`: short where a never-Ready
     /// target must run into it, generous elsewhere so that only real failures roll back.
+    /// Whether `--prepull` meets a target image it must refuse (exit 3) before the upgrade
+    /// changes anything: one no node can pull, or a crash-looping one (the simulator's
+    /// crash-looping binary fails its `--version` too: "this binary does not run here",
+    /// docs/simulator.md, which is what the prepull's init container checks).
+    pub fn prepull_refuses(&self) -> bool {
+        self.prepull
+            && matches!(
+                self.broken,
+                Some((_, Breakage::Unpullable | Breakage::CrashLoop))
+            )
+    }
+
     pub fn timeout(&self) -> Duration {
         match self.broken {
             Some((_, Breakage::NeverReady)) => Duration::from_secs(12),

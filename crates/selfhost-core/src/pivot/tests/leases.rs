@@ -185,11 +185,100 @@ fn the_backups_leadership_is_handed_to_the_new_pods_when_it_goes() {
             &["cp-1_uuid-40"],
         ),
         row(
-            "the same when our update came before the acquisition: the new pod may hold it",
+            "the same when our update came before the acquisition: the new pod may hold it, \
+             but the backup's process that may have held it stopped since, and the new pod's \
+             is the only process left: it alone can hold the Lease next",
             same_second_as_the_new_pod(100),
+            target(ControllerManager),
+            "hand-over-lease",
+            &["the only one that can hold it next"],
+        ),
+        row(
+            "the same with a second node: the other node's process could take the Lease from \
+             the new pod, if that holds it",
+            {
+                let mut w = World::steady(ControllerManager, 2)
+                    .backup()
+                    .backup_serving()
+                    .updated()
+                    .new_pod("cp-1", Pod::Serving { started: 40 })
+                    .new_pod("cp-2", Pod::Serving { started: 20 })
+                    .leader("cp-1", 40)
+                    .backup_deleting(70)
+                    .at(75);
+                if let Some(lease) = w.obs.leader_lease.as_mut() {
+                    lease.acquire_time = Some(time::after(t(40), Duration::from_millis(200)));
+                }
+                stop_backup(&mut w);
+                w.build()
+            },
             target(ControllerManager),
             "wait-for-backup-gone",
             &[],
+        ),
+        row(
+            "a holder that acquired after the backup's process stopped (the new pod's, which \
+             survived our hand-over) is not pressed again",
+            {
+                let mut w = going().leader("cp-1", 72);
+                stop_backup(&mut w);
+                for pod in &mut w.backup_mut().daemonset.pods {
+                    if let crate::observation::ContainerState::Terminated { finished_at, .. } =
+                        &mut pod.containers[0].state
+                    {
+                        *finished_at = Some(t(70));
+                    }
+                }
+                w.build()
+            },
+            target(ControllerManager),
+            "wait-for-backup-gone",
+            &[],
+        ),
+        row(
+            "nor once the backup's pods are gone, when its deletion came before the acquisition",
+            {
+                let mut w = going().leader("cp-1", 72);
+                w.backup_mut().daemonset.pods.clear();
+                w.build()
+            },
+            target(ControllerManager),
+            "wait-for-backup-gone",
+            &[],
+        ),
+        row(
+            "but the backup deleted within the second of the acquisition, its pods gone, \
+             leaves the new pod's process the only one: hand over",
+            {
+                let mut w = going().leader("cp-1", 70);
+                w.backup_mut().daemonset.pods.clear();
+                w.build()
+            },
+            target(ControllerManager),
+            "hand-over-lease",
+            &["the only one that can hold it next"],
+        ),
+        row(
+            "the backup and its pods already gone when the engine looks, the new pod's process \
+             (the only one) started in the second the holder acquired: it may hold the Lease \
+             or the backup's vanished process may, so hand it over",
+            {
+                let mut w = World::steady(ControllerManager, 1)
+                    .backup()
+                    .backup_serving()
+                    .updated()
+                    .new_pod("cp-1", Pod::Serving { started: 40 })
+                    .leader("cp-1", 40)
+                    .backup_gone()
+                    .at(75);
+                if let Some(lease) = w.obs.leader_lease.as_mut() {
+                    lease.acquire_time = Some(time::after(t(40), Duration::from_millis(200)));
+                }
+                w.build()
+            },
+            target(ControllerManager),
+            "hand-over-lease",
+            &["the only one that can hold it next"],
         ),
         row(
             "then the new pod leads",

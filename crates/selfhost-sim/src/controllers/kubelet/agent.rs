@@ -133,6 +133,14 @@ impl Kubelet {
                     container: c.spec.name.clone(),
                     binary: super::ports::binary_name(&c.spec),
                     image: c.spec.image.clone(),
+                    command_line: c
+                        .spec
+                        .command
+                        .iter()
+                        .flatten()
+                        .chain(c.spec.args.iter().flatten())
+                        .cloned()
+                        .collect(),
                     process,
                     identity: running.map(|p| p.identity.clone()),
                     started_at: running.map(|p| p.started_at),

@@ -84,6 +84,9 @@ pub struct ContainerView {
     pub binary: Option<String>,
     /// The image it runs (`registry.k8s.io/kube-apiserver:v1.33.2`): which version serves.
     pub image: Option<String>,
+    /// Its command followed by its args, as its processes are started with (flags such as
+    /// `--leader-elect-retry-period` shape how the process behaves).
+    pub command_line: Vec<String>,
     /// Its current process, while one runs.
     pub process: Option<super::process::ProcessId>,
     /// That process's identity (`<hostname>_<uuid>`), as leader election names holders.
