@@ -593,7 +593,9 @@ mod decisions {
             o.daemonset_gated = true;
             o.gated_nodes = vec!["cp-1".into()];
         }
-        let rows: Vec<(&str, Direction, fn(&mut NodeComponent), bool)> = vec![
+        /// A case: its name, the direction, what differs from [`fresh`], and the answer.
+        type Row = (&'static str, Direction, fn(&mut NodeComponent), bool);
+        let rows: Vec<Row> = vec![
             (
                 "static, no DaemonSet: to static is there",
                 Direction::ToStatic,
