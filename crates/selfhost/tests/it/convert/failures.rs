@@ -111,6 +111,11 @@ async fn a_daemonset_pod_that_never_serves_after_the_hand_over_gets_the_static_p
     let prober = sim.prober(prober_options()).await.expect("prober");
     let mut request = request(&sim, Direction::ToSelfHosted, "cp-2");
     request.deadline = Duration::from_secs(5);
+    let scheduler_manifest = sim
+        .manifests_dir("cp-2")
+        .expect("dir")
+        .join("kube-scheduler.yaml");
+    let original = std::fs::read(&scheduler_manifest).expect("the scheduler's manifest");
     // The scheduler's image is broken for every process started from now on (the running
     // static pods keep going), and mended as soon as the engine decides to restore — before it
     // puts the original manifest back, so the static pod restarts from a good image. Without
@@ -158,6 +163,11 @@ async fn a_daemonset_pod_that_never_serves_after_the_hand_over_gets_the_static_p
         "cp-2 keeps the components converted before"
     );
     assert_eq!(manifests(&sim, "cp-2"), ["kube-scheduler.yaml"]);
+    assert_eq!(
+        std::fs::read(&scheduler_manifest).expect("the scheduler's manifest"),
+        original,
+        "the original manifest, without port sharing, is back byte for byte"
+    );
     assert!(
         !after
             .daemonsets
