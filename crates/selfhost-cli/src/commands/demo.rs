@@ -350,6 +350,15 @@ pub async fn run(global: &GlobalArgs, args: &DemoArgs) -> Result<Outcome, CliErr
         text.push_str("\nWhy probes failed:\n");
         text.push_str(&reasons);
     }
+    let replays = figures::replay_reasons(&runs);
+    if !replays.is_empty() {
+        text.push_str(
+            "\nProbes sent twice by the client's transport (as Go's HTTP/1.1 transport does, \
+             under client-go: a reused keep-alive connection closed before any answer; counted \
+             as succeeded when the second send was):\n",
+        );
+        text.push_str(&replays);
+    }
     if args.report.is_some() {
         text.push_str(
             "\n(selfhost's API requests include the report's own watch of the control-plane pods.)\n",

@@ -77,7 +77,9 @@ pub use model::{
     AnyReadyApiserver, ApiBackend, ApiServing, ControlPlaneSnapshot, FirstReadyProcess,
     LeaderPolicy, Leadership, NodeContainers, ProcessRef, Role, ServingPolicy,
 };
-pub use prober::{PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries, Prober, ProberOptions};
+pub use prober::{
+    PROBE_HEADER, PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries, Prober, ProberOptions,
+};
 pub use recorder::{ApiSample, AvailabilityRecorder, PodSample};
 pub use registry::RegistryHandle;
 pub use timings::SimTimings;

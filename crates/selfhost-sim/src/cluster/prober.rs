@@ -1,15 +1,30 @@
 //! A client-side availability probe over real HTTP, as an operator would measure an upgrade:
 //! one loop reads (`/readyz`, or any GET path) every 10 ms, another writes (updates a
-//! ConfigMap) every 50 ms, each with a short timeout and no retries; every attempt is recorded
-//! with its time and outcome. Works against any cluster a kube client reaches.
+//! ConfigMap) every 50 ms, each with a short timeout; every attempt is recorded with its time
+//! and outcome. Works against any cluster a kube client reaches.
+//!
+//! The prober retries nothing a real client would not: it behaves as client-go does over Go's
+//! HTTP/1.1 transport, which sends a request again, at once and by itself, only when the
+//! server closed a *reused* keep-alive connection before answering and the request is
+//! replayable (`GET`/`HEAD`/`OPTIONS`/`TRACE`, or one carrying an `Idempotency-Key` header:
+//! the write, a merge patch setting the counter to a fixed value, carries one). That is the
+//! race every HTTP/1.1 client meets when a server closes its idle connections (Go's
+//! `Server.Shutdown`, or a stopping kube-apiserver leaving its port) just as a request is sent
+//! on one. Such an attempt counts as succeeded if the replay succeeds, and is recorded as
+//! replayed, with the reason, so that reports show it ([`ProbeSeries::replayed`]).
 
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use http_body_util::BodyExt;
+use hyper_util::client::legacy::connect::HttpInfo;
+use hyper_util::client::legacy::connect::capture_connection;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -17,6 +32,10 @@ use tokio_util::sync::CancellationToken;
 
 /// The `User-Agent` of the probers [`SimCluster::prober`](super::SimCluster::prober) starts.
 pub const PROBER_USER_AGENT: &str = "selfhost-sim-prober";
+
+/// A header naming each attempt (`read-<n>`, `write-<n>`, counted from 0 in each series, the
+/// index of its sample), so that a server's log can tell attempts apart.
+pub const PROBE_HEADER: &str = "x-selfhost-probe";
 
 /// What and how often to probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +80,9 @@ pub struct ProbeSample {
     pub ok: bool,
     /// Why it failed.
     pub error: Option<String>,
+    /// Why it was sent again, as Go's transport would have: the server closed a reused
+    /// connection before answering (`None`: sent once).
+    pub replayed: Option<String>,
 }
 
 /// The attempts of one kind (reads or writes), oldest first.
@@ -81,6 +103,11 @@ impl ProbeSeries {
     /// How many failed.
     pub fn failures(&self) -> usize {
         self.samples.iter().filter(|s| !s.ok).count()
+    }
+
+    /// How many were sent again by the transport (whether or not the replay succeeded).
+    pub fn replayed(&self) -> usize {
+        self.samples.iter().filter(|s| s.replayed.is_some()).count()
     }
 
     /// The windows of consecutive failures: from the first failed attempt's start to the
@@ -139,6 +166,24 @@ pub struct ProbeReport {
     pub writes: ProbeSeries,
 }
 
+impl ProbeReport {
+    /// How many attempts, reads and writes, were sent again by the transport.
+    pub fn replayed(&self) -> usize {
+        self.reads.replayed() + self.writes.replayed()
+    }
+
+    /// Why attempts were sent again, with how many each reason.
+    pub fn replay_reasons(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for s in self.reads.samples.iter().chain(&self.writes.samples) {
+            if let Some(reason) = &s.replayed {
+                *out.entry(reason.clone()).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+}
+
 #[derive(Debug)]
 struct Log {
     reads: ProbeSeries,
@@ -153,12 +198,20 @@ pub struct Prober {
     tasks: Vec<JoinHandle<()>>,
 }
 
-fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
-    log.lock().unwrap_or_else(|e| e.into_inner())
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the probes share: the client and the connections it has used so far (by local
+/// address), which tell a reused connection from a fresh one, as Go's transport knows.
+struct Transport {
+    client: kube::Client,
+    used: Mutex<HashSet<SocketAddr>>,
 }
 
 impl Prober {
-    /// Starts probing with `client` (give it no retries: a retry would hide a failure).
+    /// Starts probing with `client` (give it no retries of its own: the prober replays only
+    /// what Go's transport would, and records it).
     pub fn start(client: kube::Client, options: ProberOptions) -> Prober {
         let since = Instant::now();
         let series = || ProbeSeries {
@@ -171,27 +224,37 @@ impl Prober {
         }));
         let stop = CancellationToken::new();
         let options = Arc::new(options);
+        let transport = Arc::new(Transport {
+            client,
+            used: Mutex::default(),
+        });
         let reads = {
-            let (client, options, log) = (client.clone(), options.clone(), log.clone());
+            let (transport, options, log) = (transport.clone(), options.clone(), log.clone());
+            let mut n = 0u64;
             tokio::spawn(probe_loop(stop.clone(), options.read_interval, move || {
-                let (client, options, log) = (client.clone(), options.clone(), log.clone());
+                let (transport, options, log) = (transport.clone(), options.clone(), log.clone());
+                let id = n;
+                n += 1;
                 async move {
-                    let sample = attempt(options.timeout, read(&client, &options.read_path)).await;
+                    let sample = attempt(options.timeout, read(&transport, &options, id)).await;
                     lock(&log).reads.samples.push(sample);
                 }
             }))
         };
         let writes = {
             let (options, log) = (options.clone(), log.clone());
-            let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let mut n = 0u64;
             tokio::spawn(probe_loop(
                 stop.clone(),
                 options.write_interval,
                 move || {
-                    let (client, options, log) = (client.clone(), options.clone(), log.clone());
-                    let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let (transport, options, log) =
+                        (transport.clone(), options.clone(), log.clone());
+                    let id = n;
+                    n += 1;
                     async move {
-                        let sample = attempt(options.timeout, write(&client, &options, n)).await;
+                        let sample =
+                            attempt(options.timeout, write(&transport, &options, id)).await;
                         lock(&log).writes.samples.push(sample);
                     }
                 },
@@ -244,61 +307,242 @@ where
     }
 }
 
+/// How one probe ended, and why it was sent again, if it was.
+#[derive(Debug)]
+struct Outcome {
+    result: Result<(), String>,
+    replayed: Option<String>,
+}
+
 async fn attempt<F>(timeout: Duration, call: F) -> ProbeSample
 where
-    F: std::future::Future<Output = Result<(), String>>,
+    F: std::future::Future<Output = Outcome>,
 {
     let started = Instant::now();
     let time = Timestamp::now();
     let outcome = match tokio::time::timeout(timeout, call).await {
-        Ok(r) => r,
-        Err(_) => Err(format!("no answer within {timeout:?}")),
+        Ok(outcome) => outcome,
+        Err(_) => Outcome {
+            result: Err(format!("no answer within {timeout:?}")),
+            replayed: None,
+        },
     };
     ProbeSample {
         started,
         finished: Instant::now(),
         time,
-        ok: outcome.is_ok(),
-        error: outcome.err(),
+        ok: outcome.result.is_ok(),
+        error: outcome.result.err(),
+        replayed: outcome.replayed,
     }
 }
 
-async fn read(client: &kube::Client, path: &str) -> Result<(), String> {
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    client
-        .request_text(request)
+/// The most times one probe is sent again (Go's transport has no fixed limit, but every
+/// replay needs another reused connection that closed, and the pool holds a few at most).
+const MAX_REPLAYS: usize = 3;
+
+/// An answered request: its status and body.
+type Answer = (http::StatusCode, bytes::Bytes);
+
+/// Sends the request `make` builds, and sends it again while the failure is one Go's
+/// transport replays.
+async fn exchange(
+    transport: &Transport,
+    make: impl Fn() -> Result<http::Request<Vec<u8>>, String>,
+) -> (Result<Answer, String>, Option<String>) {
+    let mut replayed = None;
+    let mut replays = 0;
+    loop {
+        let request = match make() {
+            Ok(r) => r,
+            Err(e) => return (Err(e), replayed),
+        };
+        match send_once(transport, request).await {
+            Ok(answer) => return (Ok(answer), replayed),
+            Err(Failure { error, replay }) => match replay {
+                Some(reason) if replays < MAX_REPLAYS => {
+                    tracing::debug!(%error, reason, "the prober's transport replays a request");
+                    replays += 1;
+                    replayed.get_or_insert_with(|| format!("{reason}: {error}"));
+                }
+                _ => return (Err(error), replayed),
+            },
+        }
+    }
+}
+
+/// A failed send, and why Go's transport would send it again (`None`: it would not).
+#[derive(Debug)]
+struct Failure {
+    error: String,
+    replay: Option<&'static str>,
+}
+
+async fn send_once(
+    transport: &Transport,
+    request: http::Request<Vec<u8>>,
+) -> Result<Answer, Failure> {
+    let replayable = is_replayable(&request);
+    let mut request = request.map(kube::client::Body::from);
+    let captured = capture_connection(&mut request);
+    let sent = transport.client.send(request).await;
+    let local = captured.connection_metadata().as_ref().and_then(|c| {
+        let mut extras = http::Extensions::new();
+        c.get_extras(&mut extras);
+        extras.get::<HttpInfo>().map(HttpInfo::local_addr)
+    });
+    // A connection is reused when an earlier request went over it. The local address names a
+    // connection while it is open; an address the system hands out again later would count a
+    // fresh connection as reused, which the few connections of one probing run make unlikely.
+    let reused = local.is_some_and(|addr| !lock(&transport.used).insert(addr));
+    let response = sent.map_err(|e| Failure {
+        replay: (reused && replayable)
+            .then(|| closed_before_answer(&e))
+            .flatten(),
+        error: with_causes(&e),
+    })?;
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| Failure {
+            // Part of the answer arrived: Go's transport would not replay it either.
+            error: format!("the answer was cut: {e}"),
+            replay: None,
+        })?
+        .to_bytes();
+    Ok((status, body))
+}
+
+/// Whether Go's transport may send `request` again on another connection
+/// (`net/http.Request.isReplayable`: its body can be sent again, which ours always can).
+fn is_replayable(request: &http::Request<Vec<u8>>) -> bool {
+    matches!(
+        *request.method(),
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::TRACE
+    ) || request.headers().contains_key("idempotency-key")
+        || request.headers().contains_key("x-idempotency-key")
+}
+
+/// Whether `error` says the server ended the connection before any of its answer arrived —
+/// the failures Go's transport replays on a reused connection (`errServerClosedIdle`, or a
+/// read from the server failing, `transportReadFromServerError`). hyper reports an answer
+/// whose head was cut as "connection closed before message completed" too; a server writes a
+/// head at once, so on a connection closed while idle that means nothing had arrived.
+fn closed_before_answer(error: &kube::Error) -> Option<&'static str> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        // A new connection that could not be set up (hyper's own retry of a request a closed
+        // pooled connection never sent, then a failed dial or handshake): Go returns the dial
+        // error, it does not dial again.
+        if e.downcast_ref::<hyper_util::client::legacy::Error>()
+            .is_some_and(hyper_util::client::legacy::Error::is_connect)
+        {
+            return None;
+        }
+        if let Some(h) = e.downcast_ref::<hyper::Error>()
+            && h.is_incomplete_message()
+        {
+            return Some("the server closed a reused connection before answering");
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), std::io::ErrorKind::ConnectionReset)
+        {
+            return Some("the server reset a reused connection before answering");
+        }
+        source = e.source();
+    }
+    None
+}
+
+/// An error and its causes, `outer: inner: ...` (kube's own message for a failed send is only
+/// "client error (SendRequest)").
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let next = cause.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// An error answer as the client reports it: the `Status` message when there is one.
+fn status_error(status: http::StatusCode, body: &[u8]) -> String {
+    let message = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+    format!("{}: {message}", status.as_u16())
+}
+
+async fn read(transport: &Transport, options: &ProberOptions, id: u64) -> Outcome {
+    let (answer, replayed) = exchange(transport, || {
+        http::Request::get(&options.read_path)
+            .header(PROBE_HEADER, format!("read-{id}"))
+            .body(Vec::new())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let result = answer.and_then(|(status, body)| {
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(status_error(status, &body))
+        }
+    });
+    Outcome { result, replayed }
+}
+
+async fn write(transport: &Transport, options: &ProberOptions, n: u64) -> Outcome {
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/{}",
+        options.namespace, options.config_map
+    );
+    let patch = json!({ "data": { "counter": n.to_string() } }).to_string();
+    let (answer, replayed) = exchange(transport, || {
+        http::Request::patch(&path)
+            .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+            .header(PROBE_HEADER, format!("write-{n}"))
+            // Setting the counter to a fixed value is idempotent: say so, as a Go client may,
+            // so that the transport replays it like a read.
+            .header("idempotency-key", format!("{}-{n}", options.config_map))
+            .body(patch.clone().into_bytes())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let result = match answer {
+        Ok((status, _)) if status.is_success() => Ok(()),
+        Ok((status, _)) if status == http::StatusCode::NOT_FOUND => {
+            create(&transport.client, options, n).await
+        }
+        Ok((status, body)) => Err(status_error(status, &body)),
+        Err(e) => Err(e),
+    };
+    Outcome { result, replayed }
+}
+
+/// Creates the ConfigMap the writes patch (the first write, or after someone deleted it).
+async fn create(client: &kube::Client, options: &ProberOptions, n: u64) -> Result<(), String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &options.namespace);
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": options.config_map },
+        "data": { "counter": n.to_string() },
+    }))
+    .map_err(|e| e.to_string())?;
+    api.create(&PostParams::default(), &cm)
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
-}
-
-async fn write(client: &kube::Client, options: &ProberOptions, n: u64) -> Result<(), String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &options.namespace);
-    let data = json!({ "data": { "counter": n.to_string() } });
-    match api
-        .patch(
-            &options.config_map,
-            &PatchParams::default(),
-            &Patch::Merge(&data),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            let cm: ConfigMap = serde_json::from_value(json!({
-                "metadata": { "name": options.config_map },
-                "data": { "counter": n.to_string() },
-            }))
-            .map_err(|e| e.to_string())?;
-            api.create(&PostParams::default(), &cm)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 #[cfg(test)]
@@ -318,6 +562,7 @@ mod tests {
                     time: Timestamp::UNIX_EPOCH,
                     ok: *ok,
                     error: (!ok).then(|| "refused".to_string()),
+                    replayed: None,
                 })
                 .collect(),
         }
@@ -346,5 +591,56 @@ mod tests {
             "from the first failed start to the recovering answer"
         );
         assert_eq!(outage.longest_gap(), Duration::from_millis(40));
+    }
+
+    #[test]
+    fn only_what_go_may_send_again_is_replayable() {
+        let request = |method: http::Method, key: Option<&str>| {
+            let mut b = http::Request::builder().method(method).uri("/x");
+            if let Some(k) = key {
+                b = b.header(k, "counter-1");
+            }
+            b.body(Vec::new()).unwrap()
+        };
+        let cases = [
+            (http::Method::GET, None, true),
+            (http::Method::HEAD, None, true),
+            (http::Method::PATCH, None, false),
+            (http::Method::POST, None, false),
+            (http::Method::PATCH, Some("Idempotency-Key"), true),
+            (http::Method::POST, Some("X-Idempotency-Key"), true),
+        ];
+        for (method, key, expected) in cases {
+            assert_eq!(
+                is_replayable(&request(method.clone(), key)),
+                expected,
+                "{method} {key:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_answers_read_like_the_client_reports_them() {
+        let status = br#"{"kind":"Status","message":"the server is still starting","code":500}"#;
+        assert_eq!(
+            status_error(http::StatusCode::INTERNAL_SERVER_ERROR, status),
+            "500: the server is still starting"
+        );
+        assert_eq!(
+            status_error(http::StatusCode::BAD_GATEWAY, b"bad gateway\n"),
+            "502: bad gateway"
+        );
+    }
+
+    #[test]
+    fn replays_are_counted_apart_from_failures() {
+        let mut reads = series(&[(0, 1, true), (10, 11, true), (20, 21, false)]);
+        reads.samples[1].replayed = Some("closed".into());
+        let report = ProbeReport {
+            writes: series(&[(0, 1, true)]),
+            reads,
+        };
+        assert_eq!((report.reads.failures(), report.replayed()), (1, 1));
+        assert_eq!(report.replay_reasons().get("closed"), Some(&1));
     }
 }

@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -19,11 +20,19 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::Core;
-use super::routing::{Route, ServingProcess, Verdict};
+use super::routing::{Route, ServingProcess, Verdict, WIRE};
 use crate::api::{self, Query};
 use crate::auth::{self, Attributes, Authentication, UserInfo, review};
 use crate::error::ApiError;
 use crate::faults::RequestFacts;
+
+/// Numbers connections in the debug events, so that one connection's life can be followed.
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(0);
+
+/// How long Go's HTTP server (kube-apiserver's) lets a connection that has not begun a request
+/// stay open once it shuts down: `Server.Shutdown` closes idle connections, and counts a new
+/// one (`StateNew`) as idle only after five seconds. Go's constant, in real seconds.
+const NEW_CONNECTION_IDLE: Duration = Duration::from_secs(5);
 
 pub(super) async fn accept_loop(
     listener: TcpListener,
@@ -43,12 +52,14 @@ pub(super) async fn accept_loop(
                     let process = match core.route() {
                         Route::Direct => None,
                         Route::Refuse => {
+                            tracing::debug!(target: WIRE, "refused: nothing listens where the router sent it");
                             refuse(socket);
                             continue;
                         }
                         Route::Process(p) => Some(p),
                     };
-                    connections.spawn(connection(socket, core.clone(), router.clone(), process));
+                    let arrived = tokio::time::Instant::now();
+                    connections.spawn(connection(socket, core.clone(), router.clone(), process, arrived));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
@@ -60,6 +71,12 @@ pub(super) async fn accept_loop(
     drop(listener);
     connections.abort_all();
     while connections.join_next().await.is_some() {}
+}
+
+/// Resets a connection queued on a process that closed its socket or exited before accepting it.
+fn refuse_queued(socket: TcpStream, conn: u64, process: &ServingProcess) {
+    tracing::debug!(target: WIRE, conn, process = process.label(), "reset in the accept queue");
+    refuse(socket);
 }
 
 /// Resets a connection nobody accepts (nothing listens where the router sent it).
@@ -77,16 +94,31 @@ async fn connection(
     core: Arc<Core>,
     router: Router,
     process: Option<Arc<ServingProcess>>,
+    arrived: tokio::time::Instant,
 ) {
+    let conn = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
     if let Some(p) = &process {
+        tracing::debug!(target: WIRE, conn, process = p.label(), "accepted");
         p.count_connection();
-        tokio::select! {
-            biased;
-            _ = p.exited().cancelled() => return refuse(socket),
-            _ = p.listener_closed().cancelled() => return refuse(socket),
-            _ = tokio::time::sleep_until(p.times().accepts_at) => {}
+        if arrived < p.times().accepts_at {
+            // Queued on a socket whose process does not accept yet: reset if the socket
+            // closes first, as the kernel resets an accept queue.
+            tokio::select! {
+                biased;
+                _ = p.exited().cancelled() => return refuse_queued(socket, conn, p),
+                _ = p.listener_closed().cancelled() => return refuse_queued(socket, conn, p),
+                _ = tokio::time::sleep_until(p.times().accepts_at) => {}
+            }
+        } else if p.has_exited() {
+            return refuse_queued(socket, conn, p);
         }
+        // A process that accepts takes a connection off its queue at once: the listener
+        // closing after that leaves it to `serve_connection` (this task may run late on a
+        // busy machine; the connection was accepted when it arrived).
     }
+    let accepted = process
+        .as_ref()
+        .map_or(arrived, |p| arrived.max(p.times().accepts_at));
     match core.tls.clone() {
         Some(acceptor) => {
             let handshake = acceptor.accept(socket);
@@ -98,11 +130,11 @@ async fn connection(
                 None => handshake.await,
             };
             match tls {
-                Ok(tls) => serve_connection(tls, core, router, process).await,
+                Ok(tls) => serve_connection(tls, core, router, process, conn, accepted).await,
                 Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
             }
         }
-        None => serve_connection(socket, core, router, process).await,
+        None => serve_connection(socket, core, router, process, conn, accepted).await,
     }
 }
 
@@ -111,39 +143,66 @@ async fn serve_connection<S>(
     core: Arc<Core>,
     router: Router,
     process: Option<Arc<ServingProcess>>,
+    conn: u64,
+    accepted: tokio::time::Instant,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let serving = process.clone();
+    // Requests begun on this connection, and a signal when the first one begins.
+    let requests = Arc::new(AtomicU64::new(0));
+    let first_request = Arc::new(tokio::sync::Notify::new());
+    let (counted, begun) = (requests.clone(), first_request.clone());
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let core = core.clone();
         let router = router.clone();
         let serving = serving.clone();
-        async move { handle(&core, router, req, serving.as_deref()).await }
+        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+            begun.notify_one();
+        }
+        async move { handle(&core, router, req, serving.as_deref(), conn).await }
     });
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let conn = builder.serve_connection(TokioIo::new(io), service);
+    let http = builder.serve_connection(TokioIo::new(io), service);
     let Some(process) = process else {
-        if let Err(e) = conn.await {
+        if let Err(e) = http.await {
             tracing::trace!(error = %e, "connection ended");
         }
         return;
     };
-    tokio::pin!(conn);
-    let mut closing = false;
+    tokio::pin!(http);
+    // Closing: the listener closed. Waiting: this connection has not begun a request yet,
+    // and Go's server leaves such a new connection open (`StateNew`) until it either begins
+    // one, answered with keep-alive off, or has been new for `NEW_CONNECTION_IDLE`.
+    let (mut closing, mut waiting) = (false, false);
     loop {
         tokio::select! {
-            ended = conn.as_mut() => {
-                if let Err(e) = ended {
-                    tracing::trace!(error = %e, "connection ended");
-                }
+            ended = http.as_mut() => {
+                tracing::debug!(target: WIRE, conn, process = process.label(), error = ?ended.err(), "ended");
                 return;
             }
             // Dropping the connection cuts it, watches included.
-            _ = process.exited().cancelled() => return,
+            _ = process.exited().cancelled() => {
+                tracing::debug!(target: WIRE, conn, process = process.label(), "cut at exit");
+                return;
+            }
             _ = process.listener_closed().cancelled(), if !closing => {
                 closing = true;
-                conn.as_mut().graceful_shutdown();
+                let begun = requests.load(Ordering::SeqCst);
+                waiting = begun == 0 && accepted.elapsed() < NEW_CONNECTION_IDLE;
+                tracing::debug!(target: WIRE, conn, process = process.label(), requests = begun, waiting, "listener closed");
+                if !waiting {
+                    http.as_mut().graceful_shutdown();
+                }
+            }
+            _ = first_request.notified(), if waiting => {
+                waiting = false;
+                tracing::debug!(target: WIRE, conn, process = process.label(), "first request after the listener closed: answered with keep-alive off");
+                http.as_mut().graceful_shutdown();
+            }
+            _ = tokio::time::sleep_until(accepted + NEW_CONNECTION_IDLE), if waiting => {
+                waiting = false;
+                http.as_mut().graceful_shutdown();
             }
         }
     }
@@ -163,14 +222,33 @@ async fn handle(
     router: Router,
     req: Request<Incoming>,
     process: Option<&ServingProcess>,
+    conn: u64,
 ) -> Result<Response<Body>, io::Error> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    if let Some(p) = process
-        && let Verdict::Answer(response) =
+    let from_prober = req
+        .headers()
+        .get(http::header::USER_AGENT)
+        .is_some_and(|v| v.as_bytes() == crate::cluster::PROBER_USER_AGENT.as_bytes());
+    if from_prober {
+        let probe = req.headers().get(crate::cluster::PROBE_HEADER);
+        tracing::debug!(target: WIRE, conn, process = process.map(|p| p.label()), %method, %path, ?probe, "prober request");
+    }
+    if let Some(p) = process {
+        // A process that has exited answers nothing: its connections are gone. (This
+        // connection's task may read a request before it notices the exit on a busy machine;
+        // the client must see the connection cut, as it would, not an answer.)
+        if p.has_exited() {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                "the process serving this connection has exited",
+            ));
+        }
+        if let Verdict::Answer(response) =
             p.verdict(&path, is_public(&path), tokio::time::Instant::now())
-    {
-        return Ok(response);
+        {
+            return Ok(response);
+        }
     }
     let query = Query::parse(req.uri().query().unwrap_or(""));
     let (verb, resource) = match api::path::parse(&method, &path, &query) {

@@ -20,6 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
 
+/// The `tracing` target of the connection model's debug events: a process's SIGTERM, listener
+/// close and exit; each connection accepted, closed and cut; each prober request with the
+/// connection and process that read it (`RUST_LOG=selfhost_sim::wire=debug`).
+pub(crate) const WIRE: &str = "selfhost_sim::wire";
+
 /// Decides, per accepted connection, who serves it.
 pub trait ConnectionRouter: std::fmt::Debug + Send + Sync {
     /// The route of a connection accepted now.
@@ -95,7 +100,9 @@ impl ServingProcess {
     /// SIGTERM: from now on its `/readyz` fails (it may go on serving, with
     /// `--shutdown-delay-duration`).
     pub fn signal_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
+        if !self.shutting_down.swap(true, Ordering::SeqCst) {
+            tracing::debug!(target: WIRE, process = self.label, "SIGTERM");
+        }
     }
 
     /// Whether it was told to shut down.
@@ -107,6 +114,9 @@ impl ServingProcess {
     /// requests in flight go on.
     pub fn close_listener(&self) {
         self.signal_shutdown();
+        if !self.listener_closed.is_cancelled() {
+            tracing::debug!(target: WIRE, process = self.label, "listener closed");
+        }
         self.listener_closed.cancel();
     }
 
@@ -118,6 +128,9 @@ impl ServingProcess {
     /// It exited: every connection it holds is cut.
     pub fn exit(&self) {
         self.close_listener();
+        if !self.exited.is_cancelled() {
+            tracing::debug!(target: WIRE, process = self.label, "exited");
+        }
         self.exited.cancel();
     }
 

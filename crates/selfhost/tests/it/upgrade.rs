@@ -127,9 +127,17 @@ pub fn on(version: &str) -> Vec<String> {
 /// as clients do, rather than `/readyz`: an apiserver in its `--shutdown-delay-duration`
 /// answers `/readyz` with 500 on purpose (so that load balancers drain it) while it still
 /// serves every request.
+///
+/// An attempt fails after 3 s without an answer rather than the default 1 s. Every wait the
+/// model forces at `scaled(100)` is far shorter (a join 17 ms, a grace period 300 ms), after
+/// which the attempt fails with an error anyway, so the longer timeout cannot turn a modelled
+/// outage into a success; it absorbs the stalls of a loaded two-core machine, where a 1 s
+/// timer was seen firing 0.6 s late while a five-node cluster, the engine and the prober
+/// shared two worker threads.
 fn prober_options() -> ProberOptions {
     ProberOptions {
         read_path: "/api/v1/namespaces/kube-system".into(),
+        timeout: Duration::from_secs(3),
         ..ProberOptions::default()
     }
 }
@@ -138,10 +146,17 @@ fn failures(report: &ProbeReport) -> (usize, usize) {
     (report.reads.failures(), report.writes.failures())
 }
 
+/// The upgrades of this file run one at a time: each is a whole cluster, the engine and (most
+/// often) a prober reading every 10 ms on two worker threads, and two at once on a two-core
+/// machine stall each other's probes (a 1 s timer was seen firing 0.6 s late) — the load, not
+/// the hand-over, would then decide the count of failed probes.
+static ONE_PROBED_UPGRADE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn upgrade_with_prober(
     nodes: usize,
     handovers: Option<Handovers>,
 ) -> (RunReport, ProbeReport, SimCluster, Instant) {
+    let _one = ONE_PROBED_UPGRADE_AT_A_TIME.lock().await;
     let sim = cluster_with(nodes, handovers).await;
     let started = Instant::now();
     let prober = sim.prober(prober_options()).await.expect("prober");
@@ -186,20 +201,52 @@ async fn several_nodes_without_a_failed_probe(nodes: usize) {
     );
 }
 
-/// The same under the measured hand-over model: the API is never down, and the only failed
-/// probes are the few the model forces — a request caught on a keep-alive connection a
-/// stopping apiserver closes, or a new connection the kernel hands to an apiserver still
-/// joining the shared port of a node its backup keeps in the load balancer's rotation.
+/// Every failed probe (named as the prober's header names it), with when it started, how long
+/// it took and why, for an assertion's message.
+fn failed_probes(probes: &ProbeReport) -> Vec<String> {
+    [("read", &probes.reads), ("write", &probes.writes)]
+        .into_iter()
+        .flat_map(|(kind, series)| {
+            series
+                .samples
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.ok)
+                .map(move |(i, s)| {
+                    format!(
+                        "{kind}-{i} at {} (+{:?}), took {:?}: {}",
+                        s.time,
+                        s.started.duration_since(series.since),
+                        s.finished.duration_since(s.started),
+                        s.error.clone().unwrap_or_default()
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The same under the measured hand-over model: zero failed probes. A request sent on a
+/// keep-alive connection just as a stopping apiserver closes it is sent again by the prober's
+/// transport, as Go's is under client-go (the prober counts those replays apart; they are
+/// allowed, a failure is not).
 async fn several_nodes_under_the_measured_model(nodes: usize) {
     let (report, probes, sim, started) =
         upgrade_with_prober(nodes, Some(Handovers::measured())).await;
     assert_eq!(report.outcome, RunOutcome::Done);
     assert_eq!(images(&sim).await, (on(TO), false));
     assert!(!sim.recorder().was_down(started, Instant::now()));
-    let (reads, writes) = failures(&probes);
+    let failed = failed_probes(&probes);
     assert!(
-        reads + writes <= 2 * nodes,
-        "{reads} reads and {writes} writes failed"
+        failed.is_empty(),
+        "{} probes failed ({} replayed: {:?}): {failed:#?}",
+        failed.len(),
+        probes.replayed(),
+        probes.replay_reasons()
+    );
+    assert!(
+        probes.reads.attempts() > 20,
+        "the prober ran: {}",
+        probes.reads.attempts()
     );
 }
 
@@ -227,6 +274,7 @@ async fn five_nodes_under_the_measured_handover_model() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_run_after_success_changes_nothing() {
+    let _one = ONE_PROBED_UPGRADE_AT_A_TIME.lock().await;
     let sim = cluster(1).await;
     let (first, _) = upgrade(&sim, TO, ApplyOptions::default()).await;
     assert_eq!(first.outcome, RunOutcome::Done);
@@ -247,6 +295,7 @@ async fn rollback_when(
     handovers: Option<Handovers>,
     break_target: impl FnOnce(&SimCluster),
 ) {
+    let _one = ONE_PROBED_UPGRADE_AT_A_TIME.lock().await;
     let sim = cluster_with(nodes, handovers).await;
     break_target(&sim);
     let started = Instant::now();
@@ -277,10 +326,13 @@ async fn rollback_when(
         "back on the original, nothing left"
     );
     if nodes >= 3 {
-        let (reads, writes) = failures(&probes);
+        let failed = failed_probes(&probes);
         assert!(
-            reads + writes <= 2 * nodes,
-            "{reads} reads and {writes} writes failed"
+            failed.is_empty(),
+            "{} probes failed ({} replayed: {:?}): {failed:#?}",
+            failed.len(),
+            probes.replayed(),
+            probes.replay_reasons()
         );
     } else {
         assert!(!sim.recorder().was_down(started, Instant::now()));
@@ -329,6 +381,7 @@ async fn a_never_ready_target_is_rolled_back_on_one_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upgrade_rides_out_api_faults() {
+    let _one = ONE_PROBED_UPGRADE_AT_A_TIME.lock().await;
     let sim = cluster(3).await;
     // 5% of requests fail with 500, 503 or 429, or a reset; one 409 on the first DaemonSet update.
     for code in [500, 503, 429] {

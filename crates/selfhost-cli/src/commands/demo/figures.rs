@@ -109,6 +109,9 @@ pub fn comparison(runs: &[&Figures]) -> Table {
             row("upgrade", &|r| r.outcome.clone()),
             row("probe reads ok / failed", &|r| ok_failed(&r.probes.reads)),
             row("probe writes ok / failed", &|r| ok_failed(&r.probes.writes)),
+            row("probes replayed by the client's transport", &|r| {
+                r.probes.replayed().to_string()
+            }),
             row("longest time without a successful read", &|r| {
                 secs(r.probes.reads.longest_gap())
             }),
@@ -130,9 +133,7 @@ pub fn verdict(selfhost: &Figures, nodes: usize, naive: Option<&Figures>) -> (bo
     } else if nodes >= 3 && selfhost.failed_probes() > 0 {
         format!(
             "selfhost upgraded the control plane and the API never went down, but {} probe(s) \
-             failed; on {nodes} nodes none should. (Under the measured hand-over model a request \
-             can be caught on a keep-alive connection that a stopping apiserver closes; see why \
-             above.)",
+             failed; on {nodes} nodes none should (see why above).",
             selfhost.failed_probes()
         )
     } else {
@@ -167,6 +168,18 @@ pub fn verdict(selfhost: &Figures, nodes: usize, naive: Option<&Figures>) -> (bo
         });
     }
     (success, text)
+}
+
+/// Per run, why the client's transport sent probes again (as Go's does, on a reused
+/// connection the server closed before answering), with how often.
+pub fn replay_reasons(runs: &[&Figures]) -> String {
+    let mut out = String::new();
+    for run in runs {
+        for (reason, n) in run.probes.replay_reasons() {
+            out.push_str(&format!("  {}: {n} x {reason}\n", run.label));
+        }
+    }
+    out
 }
 
 /// Per run, the distinct reasons probes failed, with how often: `  selfhost apply: 2 x read: ...`.
