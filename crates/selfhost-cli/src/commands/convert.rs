@@ -303,12 +303,18 @@ async fn connect(global: &GlobalArgs) -> Result<Clients, CliError> {
     // unreachable server is asked again for a while before the run refuses.
     let until = tokio::time::Instant::now() + API_COMEBACK;
     let mut ready = health::readyz(&clients.probe).await;
+    let mut warned = false;
     while !ready.healthy && ready.checks.is_empty() && tokio::time::Instant::now() < until {
-        tracing::warn!(
-            "cannot reach the API server {} yet ({}); asking again",
-            clients.server,
-            ready.problem.as_deref().unwrap_or_default()
-        );
+        // Said once: a line every half second would bury the rest of the output.
+        if !warned {
+            tracing::warn!(
+                "cannot reach the API server {} yet ({}); asking again for up to {}s",
+                clients.server,
+                ready.problem.as_deref().unwrap_or_default(),
+                API_COMEBACK.as_secs()
+            );
+            warned = true;
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
         ready = health::readyz(&clients.probe).await;
     }

@@ -352,13 +352,6 @@ fn one_pod_restart(t: &SimTimings) -> Duration {
 /// simulator and the engine share the cores with the other tests).
 const LOAD_MARGIN: Duration = Duration::from_millis(300);
 
-/// Whether a failed probe was a request caught on a keep-alive connection that a stopping
-/// kube-apiserver closed under it (the measured model's `leaving`): the one failure the
-/// model forces even while other apiservers serve.
-fn caught_on_a_closing_connection(error: &str) -> bool {
-    error.contains("SendRequest")
-}
-
 /// The engine hands the controller-manager's and scheduler's Leases over: no leaderless gap
 /// the conversion opens is as long as a Lease lasts (a Lease left to expire keeps a standby
 /// waiting that long, and more).
@@ -429,12 +422,11 @@ async fn one_node_without_port_sharing_is_down_at_most_one_pod_restart() {
     assert_leases_handed_over(&figures);
 }
 
-/// On three nodes other nodes serve throughout: the API is never down, and the only probes
-/// that fail are requests caught on a keep-alive connection a stopping apiserver closes (at
-/// most two per node, the upgrade engine's bound under the same model).
+/// On three nodes other nodes serve throughout: the API is never down and no probe fails (a
+/// request caught on a keep-alive connection a stopping apiserver closes is sent again, as
+/// Go's transport does, and counted apart by the prober).
 async fn three_nodes_never_down(port_sharing: bool) {
-    let nodes = 3;
-    let figures = round_trip(nodes, port_sharing, Some(Handovers::measured())).await;
+    let figures = round_trip(3, port_sharing, Some(Handovers::measured())).await;
     figures.print(&format!(
         "three nodes, port sharing {port_sharing}, measured model"
     ));
@@ -443,12 +435,7 @@ async fn three_nodes_never_down(port_sharing: bool) {
         ("to static", &figures.to_static),
     ] {
         assert_eq!(f.longest_down, Duration::ZERO, "{phase}");
-        let (closing, other): (Vec<&String>, Vec<&String>) = f
-            .failed
-            .iter()
-            .partition(|e| caught_on_a_closing_connection(e));
-        assert!(other.is_empty(), "{phase}: {other:?}");
-        assert!(closing.len() <= 2 * nodes, "{phase}: {closing:?}");
+        assert!(f.failed.is_empty(), "{phase}: {:?}", f.failed);
     }
     assert_leases_handed_over(&figures);
 }
