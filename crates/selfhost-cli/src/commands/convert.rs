@@ -188,7 +188,7 @@ fn render_plan(plan: &ConversionPlan) -> String {
             let sharing = match (plan.direction, c.port_sharing) {
                 (Direction::ToStatic, _) => "-".to_string(),
                 (Direction::ToSelfHosted, true) => "yes: no gap".to_string(),
-                (Direction::ToSelfHosted, false) => "NO: a short gap".to_string(),
+                (Direction::ToSelfHosted, false) => "NO: one restart".to_string(),
             };
             vec![
                 c.component.to_string(),
@@ -211,9 +211,12 @@ fn render_plan(plan: &ConversionPlan) -> String {
         plan.direction == Direction::ToSelfHosted && c.action == "convert" && !c.port_sharing
     }) {
         text.push_str(
-            "\nA static pod without --permit-port-sharing holds its port until it stops: the \
-             DaemonSet pod is created and its image pulled first, and the gap is measured and \
-             printed. Elsewhere the DaemonSet pod serves beside the static pod before it stops.\n",
+            "\nA static pod without --permit-port-sharing holds its port alone. The DaemonSet pod \
+             is created first (its image pulled), then the static manifest is rewritten with \
+             --permit-port-sharing=true (the original kept in the backup directory) and the \
+             kubelet restarts the static pod: it costs one restart of each such component, and \
+             on a single node the API is down for that one pod start (measured and printed). \
+             The DaemonSet pod then serves beside it before it stops.\n",
         );
     }
     text.push_str(&format!("\nChecked against {}.\n", plan.config_source));
@@ -283,6 +286,10 @@ fn render(event: &Stamped, dry_run: bool) -> Option<String> {
     })
 }
 
+/// How long an unreachable API server is asked again before the run refuses: longer than one
+/// kube-apiserver pod start at real timings.
+const API_COMEBACK: Duration = Duration::from_secs(30);
+
 async fn connect(global: &GlobalArgs) -> Result<Clients, CliError> {
     let args = ClientArgs {
         kubeconfig: global.kubeconfig.clone(),
@@ -291,7 +298,26 @@ async fn connect(global: &GlobalArgs) -> Result<Clients, CliError> {
     let clients = selfhost::connect(&args)
         .await
         .map_err(CliError::bad_input)?;
-    let ready = health::readyz(&clients.probe).await;
+    // A run stopped right after restarting this node's static kube-apiserver (to add port
+    // sharing) is re-run while that one pod starts: the API comes back by itself, so an
+    // unreachable server is asked again for a while before the run refuses.
+    let until = tokio::time::Instant::now() + API_COMEBACK;
+    let mut ready = health::readyz(&clients.probe).await;
+    let mut warned = false;
+    while !ready.healthy && ready.checks.is_empty() && tokio::time::Instant::now() < until {
+        // Said once: a line every half second would bury the rest of the output.
+        if !warned {
+            tracing::warn!(
+                "cannot reach the API server {} yet ({}); asking again for up to {}s",
+                clients.server,
+                ready.problem.as_deref().unwrap_or_default(),
+                API_COMEBACK.as_secs()
+            );
+            warned = true;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        ready = health::readyz(&clients.probe).await;
+    }
     if !ready.healthy && ready.checks.is_empty() {
         return Err(CliError {
             outcome: Outcome::Refused,

@@ -5,9 +5,15 @@
 //!
 //! To self-hosted, per component on node N:
 //! create the DaemonSet (gated) → label N → the DaemonSet pod starts beside the static pod →
-//! when it *serves* (with port sharing) or has its image and has started once (without:
-//! its port is taken until the static pod stops) → move the static manifest aside → the
-//! mirror pod disappears → the DaemonSet pod serves → done.
+//! when it *serves* → move the static manifest aside → the mirror pod disappears → the
+//! DaemonSet pod serves → done.
+//!
+//! A static pod without port sharing holds its port alone: the DaemonSet pod cannot bind it
+//! and crashes, which proves its image is on the node. Then the static manifest is rewritten
+//! with `--permit-port-sharing=true` (the original kept in the backup directory), the kubelet
+//! restarts the static pod from the image it has — the only gap, one pod start — and the
+//! hand-over goes on as with port sharing. Undoing that (a failure) puts the original back
+//! once the DaemonSet pod has left the node.
 //!
 //! To static, per component on node N:
 //! gate the DaemonSet if it is not → write the static manifest → the static pod starts
@@ -70,8 +76,14 @@ pub struct NodeComponent {
     pub manifest_on_disk: bool,
     /// Whether a manifest moved aside by a conversion is in the backup directory.
     pub manifest_in_backup: bool,
-    /// Whether the static pod on disk (or in the backup) permits port sharing.
+    /// Whether the static manifest in the manifests directory (or, when it is not there, the
+    /// one in the backup directory) permits port sharing.
     pub static_permits_port_sharing: bool,
+    /// Whether the manifest in the manifests directory is the backed-up one with port sharing
+    /// added (see [`ConvertStep::AddPortSharing`]): the original is in the backup directory.
+    pub static_port_sharing_added: bool,
+    /// Whether the static pod that runs (its mirror pod) permits port sharing.
+    pub mirror_permits_port_sharing: bool,
     /// The self-hosted DaemonSet, with its pods.
     pub daemonset: Option<DaemonSetObservation>,
     /// Whether the DaemonSet's pods require the node gate.
@@ -128,6 +140,10 @@ pub enum ConvertStep {
         /// The node.
         node: String,
     },
+    /// Rewrite the static manifest with `--permit-port-sharing=true`, the original kept in
+    /// the backup directory (or write that rewrite of the backup when the manifest was moved
+    /// aside); the kubelet restarts the static pod, which then shares its port.
+    AddPortSharing,
     /// Move the static manifest from the manifests directory to the backup directory.
     MoveManifestAside,
     /// Copy the backed-up manifest back into the manifests directory.
@@ -179,6 +195,7 @@ impl ConvertStep {
             ConvertStep::GateDaemonSet => "gate-daemonset",
             ConvertStep::LabelNode { .. } => "label-node",
             ConvertStep::UnlabelNode { .. } => "unlabel-node",
+            ConvertStep::AddPortSharing => "add-port-sharing",
             ConvertStep::MoveManifestAside => "move-manifest-aside",
             ConvertStep::RestoreManifest => "restore-manifest",
             ConvertStep::WriteManifest => "write-manifest",
@@ -205,6 +222,10 @@ impl fmt::Display for ConvertStep {
             ),
             ConvertStep::LabelNode { node } => write!(f, "label node {node}"),
             ConvertStep::UnlabelNode { node } => write!(f, "remove the label of node {node}"),
+            ConvertStep::AddPortSharing => f.write_str(
+                "restart the static pod with --permit-port-sharing=true (the original manifest \
+                 kept in the backup directory)",
+            ),
             ConvertStep::MoveManifestAside => {
                 f.write_str("move the static manifest into the backup directory")
             }
@@ -283,6 +304,30 @@ fn wait(obs: &NodeComponent, condition: &str, pending: Vec<String>) -> ConvertSt
 
 fn why_not(serving: &Result<(), String>) -> Vec<String> {
     serving.as_ref().err().cloned().into_iter().collect()
+}
+
+/// Whether the node is where `direction` leads in everything this tool changes (files,
+/// DaemonSet, labels), so that a wait decided now waits only for what the kubelet, the
+/// controllers and leader election do by themselves: a mirror pod to go, a pod to be judged
+/// serving, a leader to take the Lease. A run started then has nothing to do but that wait.
+pub fn awaits_only_the_cluster(direction: Direction, obs: &NodeComponent) -> bool {
+    match direction {
+        Direction::ToSelfHosted => {
+            !obs.manifest_on_disk
+                && obs.daemonset.is_some()
+                && obs.daemonset_gated
+                && obs.node_gated()
+                && obs
+                    .daemonset_pods_here()
+                    .into_iter()
+                    .all(|p| stuck(p).is_none())
+        }
+        Direction::ToStatic => {
+            obs.daemonset.is_none()
+                && obs.manifest_on_disk
+                && obs.mirror.as_ref().is_none_or(|p| stuck(p).is_none())
+        }
+    }
 }
 
 /// The next step of `direction` in `mode` for `obs`.
@@ -393,6 +438,11 @@ fn to_self_hosted(obs: &NodeComponent) -> ConvertStep {
     if obs.static_permits_port_sharing {
         match &obs.daemonset_pod_serving {
             Ok(()) => ConvertStep::MoveManifestAside,
+            Err(why) if obs.static_port_sharing_added && !obs.mirror_permits_port_sharing => wait(
+                obs,
+                &format!("the static {c} pod on {node} to restart with port sharing"),
+                vec![why.clone()],
+            ),
             Err(why) => wait(
                 obs,
                 &format!("the {c} DaemonSet pod on {node} to serve beside the static pod"),
@@ -400,9 +450,9 @@ fn to_self_hosted(obs: &NodeComponent) -> ConvertStep {
             ),
         }
     } else if has_run(pod) {
-        // Its port is held by the static pod until that stops: nothing more can be
-        // prepared; the hand-over gap starts now.
-        ConvertStep::MoveManifestAside
+        // Its port is held by the static pod, and its image is here: the static pod restarts
+        // with port sharing (the only gap), and the hand-over goes on beside it.
+        ConvertStep::AddPortSharing
     } else {
         wait(
             obs,
@@ -430,7 +480,13 @@ fn gate(obs: &NodeComponent, ds: &DaemonSetObservation) -> ConvertStep {
 fn restore_static(obs: &NodeComponent, reason: &str) -> ConvertStep {
     let node = &obs.node;
     let c = obs.component;
+    let pods_here = obs.daemonset_pods_here();
     if !obs.manifest_on_disk && obs.manifest_in_backup {
+        // An original without port sharing could not bind beside the DaemonSet pod: its
+        // port-sharing rewrite goes first, the original once that pod has gone.
+        if !obs.static_permits_port_sharing && pods_here.iter().any(|p| !p.is_terminating()) {
+            return ConvertStep::AddPortSharing;
+        }
         return ConvertStep::RestoreManifest;
     }
     if obs.node_gated() {
@@ -444,11 +500,13 @@ fn restore_static(obs: &NodeComponent, reason: &str) -> ConvertStep {
         // Created for this node and used by no other: nothing is left behind.
         return ConvertStep::DeleteDaemonSet;
     }
-    let mut pending: Vec<String> = obs
-        .daemonset_pods_here()
+    let mut pending: Vec<String> = pods_here
         .iter()
         .map(|p| format!("DaemonSet pod {} to go", p.name))
         .collect();
+    if pending.is_empty() && obs.static_port_sharing_added {
+        return ConvertStep::RestoreManifest;
+    }
     if obs.manifest_on_disk {
         pending.extend(why_not(&obs.mirror_serving));
     }

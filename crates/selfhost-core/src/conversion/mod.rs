@@ -18,7 +18,9 @@ mod to_static;
 #[cfg(test)]
 mod tests;
 
-pub use to_daemonset::{gate_daemonset, is_gated, permits_port_sharing, self_hosted_daemonset};
+pub use to_daemonset::{
+    gate_daemonset, is_gated, permits_port_sharing, self_hosted_daemonset, with_port_sharing,
+};
 pub use to_static::{SecretFile, secret_files, static_pod_from_template};
 
 use crate::component::Component;

@@ -25,6 +25,22 @@ pub fn permits_port_sharing(spec: &PodSpec) -> bool {
     })
 }
 
+/// The pod with `--permit-port-sharing=true` on its main container's command line (set, or
+/// added), and nothing else changed: what a static manifest is rewritten to before a
+/// hand-over, and what every self-hosted DaemonSet runs.
+pub fn with_port_sharing(pod: &Pod) -> Pod {
+    let mut pod = pod.clone();
+    if let Some(container) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) {
+        let command = container.command.take().unwrap_or_default();
+        container.command = Some(command_line::set_flag(
+            &command,
+            PERMIT_PORT_SHARING,
+            "true",
+        ));
+    }
+    pod
+}
+
 /// The self-hosted DaemonSet of `component` built from its static pod manifest: kubeadm's
 /// mutators (through [`build_daemonset`]), `--permit-port-sharing=true` so that a later
 /// hand-over can always start a pod beside a running one, and the node gate so that it runs
@@ -48,16 +64,7 @@ pub fn self_hosted_daemonset(
             found: container.name.clone(),
         });
     }
-    let mut pod = manifest.clone();
-    if let Some(container) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) {
-        let command = container.command.take().unwrap_or_default();
-        container.command = Some(command_line::set_flag(
-            &command,
-            PERMIT_PORT_SHARING,
-            "true",
-        ));
-    }
-    let ds = build_daemonset(component, &pod, options)?;
+    let ds = build_daemonset(component, &with_port_sharing(manifest), options)?;
     Ok(gate_daemonset(component, ds))
 }
 

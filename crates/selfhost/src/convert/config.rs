@@ -23,6 +23,7 @@ use selfhost_core::Component;
 use selfhost_core::command_line::flag_value;
 use selfhost_core::config::{CONFIGMAP_NAME, ClusterConfig};
 use selfhost_core::control_plane::{NodeContext, PERMIT_PORT_SHARING, static_pod};
+use selfhost_core::daemonset::LEADER_ELECTION_FLAGS;
 use selfhost_core::version::KubeVersion;
 use serde::Serialize;
 
@@ -157,6 +158,18 @@ pub fn disagreements(component: Component, running: &Pod, config: &ClusterConfig
         if SELFHOST_FLAGS.contains(&name) {
             continue;
         }
+        // The leader-election clock selfhost writes into its templates, absent from the
+        // configuration, is no disagreement either; another value in the configuration is.
+        let selfhost_value = LEADER_ELECTION_FLAGS
+            .iter()
+            .find(|(flag, _)| *flag == name)
+            .map(|(_, value)| *value);
+        if selfhost_value.is_some()
+            && runs.get(name).copied() == selfhost_value
+            && !renders.contains_key(name)
+        {
+            continue;
+        }
         match (runs.get(name), renders.get(name)) {
             (Some(a), Some(b)) if a != b => found.push(format!(
                 "--{name}: the node runs {a:?}, the configuration renders {b:?}"
@@ -209,9 +222,23 @@ mod tests {
                 "true",
             ));
         }
+        running.spec = running.spec.map(selfhost_core::daemonset::elect_promptly);
         assert_eq!(
             disagreements(Component::Scheduler, &running, &config),
             Vec::<String>::new()
+        );
+        // Another leader-election clock than selfhost's is what the node runs, and named.
+        if let Some(c) = running.spec.as_mut().map(|s| &mut s.containers[0]) {
+            let command = c.command.take().unwrap_or_default();
+            c.command = Some(selfhost_core::command_line::set_flag(
+                &command,
+                "leader-elect-retry-period",
+                "2s",
+            ));
+        }
+        assert_eq!(
+            disagreements(Component::Scheduler, &running, &config),
+            ["--leader-elect-retry-period=2s runs on the node but is not in the configuration"]
         );
     }
 

@@ -68,6 +68,7 @@ fn honours_dry_run(step: &ConvertStep) -> bool {
         || matches!(
             step,
             ConvertStep::MoveManifestAside
+                | ConvertStep::AddPortSharing
                 | ConvertStep::RestoreManifest
                 | ConvertStep::WriteManifest
                 | ConvertStep::RemoveManifest
@@ -217,6 +218,12 @@ pub(super) fn describe_file_step(
         ConvertStep::RemoveManifest => {
             format!("would remove {} (dry run: not removed)", manifest.display())
         }
+        ConvertStep::AddPortSharing => format!(
+            "would add --permit-port-sharing=true to {} and keep the original as {}, restarting \
+             the static pod (dry run: not written)",
+            manifest.display(),
+            backup.display()
+        ),
         other => format!("would {other} (dry run)"),
     }
 }
@@ -249,7 +256,17 @@ fn assume(
             obs.manifest_on_disk = false;
             obs.manifest_in_backup = true;
         }
-        ConvertStep::RestoreManifest | ConvertStep::WriteManifest => obs.manifest_on_disk = true,
+        ConvertStep::AddPortSharing => {
+            obs.manifest_on_disk = true;
+            obs.manifest_in_backup = true;
+            obs.static_permits_port_sharing = true;
+            obs.static_port_sharing_added = true;
+        }
+        ConvertStep::RestoreManifest => {
+            obs.manifest_on_disk = true;
+            obs.static_port_sharing_added = false;
+        }
+        ConvertStep::WriteManifest => obs.manifest_on_disk = true,
         ConvertStep::RemoveManifest => obs.manifest_on_disk = false,
         ConvertStep::DeleteDaemonSet => {
             obs.daemonset = None;
@@ -319,6 +336,7 @@ fn settle(mut obs: NodeComponent) -> NodeComponent {
             obs.mirror = Some(predicted_pod(&format!("{component}-{node}"), &node));
         }
         obs.mirror_serving = Ok(());
+        obs.mirror_permits_port_sharing = obs.static_permits_port_sharing;
     } else {
         obs.mirror = None;
         obs.mirror_serving = Err(format!("{node}: no static pod"));
@@ -375,6 +393,8 @@ mod tests {
             manifest_on_disk: true,
             manifest_in_backup: false,
             static_permits_port_sharing: port_sharing,
+            static_port_sharing_added: false,
+            mirror_permits_port_sharing: port_sharing,
             daemonset: None,
             daemonset_gated: false,
             gated_nodes: Vec::new(),
@@ -394,16 +414,20 @@ mod tests {
             let request =
                 ConvertRequest::new(Direction::ToSelfHosted, "cp-1", &files.manifests_dir);
             let (steps, converted) = predicted(Direction::ToSelfHosted, obs, &files, &request);
+            let mut expected = vec![
+                "create-daemonset",
+                "label-node",
+                "wait",
+                "move-manifest-aside",
+                "wait",
+                "done",
+            ];
+            if !port_sharing {
+                // The static pod restarts with port sharing once the DaemonSet pod has its image.
+                expected.insert(3, "add-port-sharing");
+            }
             assert_eq!(
-                steps,
-                [
-                    "create-daemonset",
-                    "label-node",
-                    "wait",
-                    "move-manifest-aside",
-                    "wait",
-                    "done"
-                ],
+                steps, expected,
                 "to self-hosted, port sharing {port_sharing}"
             );
             let request = ConvertRequest::new(Direction::ToStatic, "cp-1", &files.manifests_dir);

@@ -23,8 +23,8 @@ pub struct ComponentFigures {
     /// The longest leaderless gap of a leader change meanwhile, in seconds, if one was seen:
     /// at most from the old holder's last renewal to the new holder's acquisition.
     pub leaderless_seconds: Option<f64>,
-    /// Without port sharing: from moving the static manifest aside to the DaemonSet pod
-    /// serving, in seconds, when this run made that hand-over.
+    /// Without port sharing: from rewriting the static manifest with port sharing to the
+    /// restarted static pod (or the DaemonSet pod) serving, in seconds, when this run did that.
     pub handover_gap_seconds: Option<f64>,
 }
 

@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
 use selfhost_core::Component;
+use selfhost_core::conversion::{permits_port_sharing, with_port_sharing};
+
+fn permits(pod: &Pod) -> bool {
+    pod.spec.as_ref().is_some_and(permits_port_sharing)
+}
 
 /// Name of the directory, beside the manifests directory, that backups go to.
 pub const BACKUP_DIR_NAME: &str = "selfhost-backup";
@@ -164,16 +169,11 @@ impl NodeFiles {
         Self::read_pod(&self.backup_path(component))
     }
 
-    /// Moves the manifest of `component` into the backup directory; the kubelet then stops the
-    /// static pod. A different earlier backup is kept beside it, renamed with the time.
-    pub fn move_aside(&self, component: Component) -> Result<PathBuf, FilesError> {
-        let from = self.manifest_path(component);
+    /// Keeps `content` as the backup of `component`; a different earlier backup is kept beside
+    /// it, renamed with the time.
+    fn back_up(&self, component: Component, content: &[u8]) -> Result<PathBuf, FilesError> {
         let to = self.backup_path(component);
         std::fs::create_dir_all(&self.backup_dir).map_err(write_err(&self.backup_dir))?;
-        let content = std::fs::read(&from).map_err(|source| FilesError::Read {
-            path: from.clone(),
-            source,
-        })?;
         if let Ok(previous) = std::fs::read(&to)
             && previous != content
         {
@@ -183,10 +183,63 @@ impl NodeFiles {
                 .join(format!("{}.{stamp}", component.manifest_file_name()));
             std::fs::rename(&to, &kept).map_err(write_err(&kept))?;
         }
-        // The copy is whole and synced before the original goes.
-        write_whole(&to, &self.backup_dir, &content, 0o600)?;
+        write_whole(&to, &self.backup_dir, content, 0o600)?;
+        Ok(to)
+    }
+
+    fn read_bytes(path: &Path) -> Result<Vec<u8>, FilesError> {
+        std::fs::read(path).map_err(|source| FilesError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Moves the manifest of `component` into the backup directory; the kubelet then stops the
+    /// static pod. A different earlier backup is kept beside it, renamed with the time — but a
+    /// manifest that is the backup with port sharing added ([`Self::add_port_sharing`]) is only
+    /// removed: the backup is its original, and stays what a failure puts back.
+    pub fn move_aside(&self, component: Component) -> Result<PathBuf, FilesError> {
+        let from = self.manifest_path(component);
+        let to = self.backup_path(component);
+        if !self.port_sharing_added(component)? {
+            let content = Self::read_bytes(&from)?;
+            // The copy is whole and synced before the original goes.
+            self.back_up(component, &content)?;
+        }
         std::fs::remove_file(&from).map_err(write_err(&from))?;
         Ok(to)
+    }
+
+    /// Makes the static pod of `component` share its port: the manifest, or the backup when
+    /// the manifest was moved aside, is written to the manifests directory with
+    /// `--permit-port-sharing=true` added, the original kept as the backup (the kubelet then
+    /// restarts the static pod). Returns the backup's path.
+    pub fn add_port_sharing(&self, component: Component) -> Result<PathBuf, FilesError> {
+        let path = self.manifest_path(component);
+        let backup = self.backup_path(component);
+        let original = match self.manifest(component)? {
+            Some(pod) if !permits(&pod) => {
+                self.back_up(component, &Self::read_bytes(&path)?)?;
+                pod
+            }
+            // A manifest that shares its port already is the rewrite: it comes from the backup.
+            _ => Self::read_pod(&backup)?.ok_or_else(|| FilesError::Read {
+                path: backup.clone(),
+                source: std::io::ErrorKind::NotFound.into(),
+            })?,
+        };
+        self.write_manifest(component, &with_port_sharing(&original))?;
+        Ok(backup)
+    }
+
+    /// Whether the manifest of `component` is its backup with port sharing added by
+    /// [`Self::add_port_sharing`] (the backup is the original then).
+    pub fn port_sharing_added(&self, component: Component) -> Result<bool, FilesError> {
+        let (Some(manifest), Some(backup)) = (self.manifest(component)?, self.backup(component)?)
+        else {
+            return Ok(false);
+        };
+        Ok(!permits(&backup) && manifest == with_port_sharing(&backup))
     }
 
     /// Copies the backed-up manifest of `component` back to the kubelet (the backup stays).

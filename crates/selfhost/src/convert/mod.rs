@@ -92,8 +92,8 @@ pub enum ComponentOutcome {
     Done {
         /// What was found.
         summary: String,
-        /// No port sharing: seconds from moving the static manifest aside to the DaemonSet pod
-        /// serving, when this run made that hand-over.
+        /// No port sharing: seconds from rewriting the static manifest with port sharing to
+        /// the restarted static pod (or the DaemonSet pod) serving, when this run did that.
         handover_gap_seconds: Option<f64>,
         /// What the run saw meanwhile: its `/readyz` probes (the apiserver gap) and the leader
         /// changes of the controller-manager and scheduler Leases (the leaderless gap).
@@ -157,7 +157,7 @@ impl ComponentOutcome {
                 let mut out = summary.clone();
                 if let Some(gap) = handover_gap_seconds {
                     out.push_str(&format!(
-                        "; the hand-over without port sharing took {gap:.2}s"
+                        "; restarting the static pod with port sharing took {gap:.2}s"
                     ));
                 }
                 out.push_str(&format!(

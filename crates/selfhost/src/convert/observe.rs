@@ -297,9 +297,12 @@ impl ConversionView {
                 .collect();
             DaemonSetObservation::from_daemonset(ds, &owned)
         });
-        let mirror = self
-            .mirror(component, node)
-            .map(|p| PodObservation::from_pod(&p));
+        let mirror_pod = self.mirror(component, node);
+        let mirror_permits_port_sharing = mirror_pod
+            .as_ref()
+            .and_then(|p| p.spec.as_ref())
+            .is_some_and(permits_port_sharing);
+        let mirror = mirror_pod.map(|p| PodObservation::from_pod(&p));
         let identity: Vec<Arc<Lease>> = self
             .leases
             .state()
@@ -396,6 +399,8 @@ impl ConversionView {
             static_permits_port_sharing: on_disk
                 .and_then(|p| p.spec.as_ref())
                 .is_some_and(permits_port_sharing),
+            static_port_sharing_added: files.port_sharing_added(component)?,
+            mirror_permits_port_sharing,
             daemonset_gated: live.as_ref().is_some_and(|ds| {
                 is_gated(
                     component,

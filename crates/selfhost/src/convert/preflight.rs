@@ -8,7 +8,9 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use selfhost_core::Component;
-use selfhost_core::conversion::decide::{ConvertStep, Direction, Mode, next_step};
+use selfhost_core::conversion::decide::{
+    ConvertStep, Direction, Mode, awaits_only_the_cluster, next_step,
+};
 use selfhost_core::conversion::{
     permits_port_sharing, secret_files, self_hosted_daemonset, static_pod_from_template,
 };
@@ -22,6 +24,14 @@ use super::to_self_hosted::certificate_uploads;
 use super::{ConvertError, ConvertRequest};
 use crate::error::FailureKind;
 use crate::retry::with_retries;
+
+/// The longest a plan waits for a node that is where the run leads to settle (a leader
+/// elected, a new process judged serving by its identity Lease, a mirror pod gone): longer
+/// than a kube-apiserver's identity Lease renewal (10 s) and a standby's wait for an expired
+/// leader Lease (15 s, retried every 2 s), at real timings.
+const SETTLE: Duration = Duration::from_secs(30);
+/// How often a settling plan decides again without news from the watches.
+const SETTLE_RECHECK: Duration = Duration::from_millis(200);
 
 /// What a run will do with one component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -125,8 +135,7 @@ pub async fn plan(
             (Some(config), Some(running)) => disagreements(component, running, config),
             _ => Vec::new(),
         };
-        let obs = view.observe(component, &request.node, &files, far)?;
-        let first = next_step(request.direction, &Mode::Forward, &obs);
+        let first = settled_first_step(view, request, &files, component, far).await?;
         let action = match first {
             ConvertStep::Done { .. } => "skip",
             ConvertStep::Refuse { .. } => "refuse",
@@ -152,6 +161,31 @@ pub async fn plan(
         config_source,
         components,
     })
+}
+
+/// The first decision for `component`. A node already where the run leads may still be
+/// settling (a leader being elected, the last pod being judged serving): that wait needs no
+/// step of ours, so it is waited for here (at most [`SETTLE`], and never past the request's
+/// deadline) and a completed conversion's re-run says it has nothing to do.
+async fn settled_first_step(
+    view: &mut ConversionView,
+    request: &ConvertRequest,
+    files: &NodeFiles,
+    component: Component,
+    far: Timestamp,
+) -> Result<ConvertStep, ConvertError> {
+    let until = tokio::time::Instant::now() + SETTLE.min(request.deadline);
+    loop {
+        let obs = view.observe(component, &request.node, files, far)?;
+        let first = next_step(request.direction, &Mode::Forward, &obs);
+        let settling = matches!(first, ConvertStep::Wait { .. })
+            && awaits_only_the_cluster(request.direction, &obs);
+        let now = tokio::time::Instant::now();
+        if !settling || now >= until {
+            return Ok(first);
+        }
+        view.next_change((now + SETTLE_RECHECK).min(until)).await;
+    }
 }
 
 /// The Secrets `convert to-static` will read: those the live DaemonSets mount files from that

@@ -1,6 +1,6 @@
 //! The executor of a conversion: observe, decide, act or wait, and again — per component, in
 //! kubeadm's order. Its only memory is the run's direction and mode (converting, or restoring
-//! after a failure) and, for the report, when it moved a manifest aside.
+//! after a failure) and, for the report, when it restarted a static pod to add port sharing.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -140,12 +140,20 @@ async fn run_component(
     };
     let mut mode = Mode::Forward;
     let mut deadline = Timestamp::now() + request.deadline;
-    let mut moved_without_sharing: Option<Instant> = None;
+    // The static pod restarted for port sharing at the first instant, and something served
+    // again at the second: the hand-over's only gap on this node.
+    let mut gap: (Option<Instant>, Option<Instant>) = (None, None);
     let mut last_step: Option<String> = None;
     let mut last_pending: Option<Vec<String>> = None;
     let mut repeats = 0;
     let outcome = loop {
         let obs = view.observe(component, &request.node, files, deadline)?;
+        if let (Some(_), None) = gap
+            && ((obs.mirror_permits_port_sharing && obs.mirror_serving.is_ok())
+                || obs.daemonset_pod_serving.is_ok())
+        {
+            gap.1 = Some(Instant::now());
+        }
         let step = next_step(request.direction, &mode, &obs);
         let description = step.to_string();
         let same_as_before = last_step.as_ref() == Some(&description);
@@ -173,8 +181,10 @@ async fn run_component(
                 };
                 break ComponentOutcome::Done {
                     summary,
-                    handover_gap_seconds: moved_without_sharing
-                        .map(|at| at.elapsed().as_secs_f64()),
+                    handover_gap_seconds: gap
+                        .0
+                        .map(|from| gap.1.unwrap_or_else(Instant::now).duration_since(from))
+                        .map(|gap| gap.as_secs_f64()),
                     measured,
                 };
             }
@@ -240,10 +250,11 @@ async fn run_component(
                 }
                 match perform(&ctx, view, &action).await {
                     Ok(detail) => {
-                        if action == ConvertStep::MoveManifestAside
-                            && !obs.static_permits_port_sharing
+                        if action == ConvertStep::AddPortSharing
+                            && mode == Mode::Forward
+                            && gap.0.is_none()
                         {
-                            moved_without_sharing = Some(Instant::now());
+                            gap.0 = Some(Instant::now());
                         }
                         events.emit(Event::Action {
                             component,
@@ -454,6 +465,7 @@ pub(super) async fn perform(
             }
         }
         ConvertStep::MoveManifestAside
+        | ConvertStep::AddPortSharing
         | ConvertStep::RestoreManifest
         | ConvertStep::RemoveManifest
             if request.dry_run =>
@@ -466,6 +478,15 @@ pub(super) async fn perform(
                 "moved {} to {} (kept, never deleted)",
                 files.manifest_path(component).display(),
                 to.display()
+            )
+        }
+        ConvertStep::AddPortSharing => {
+            let backup = files.add_port_sharing(component)?;
+            format!(
+                "wrote {} with --permit-port-sharing=true (the original kept as {}): the kubelet \
+                 restarts the static pod",
+                files.manifest_path(component).display(),
+                backup.display()
             )
         }
         ConvertStep::RestoreManifest => {

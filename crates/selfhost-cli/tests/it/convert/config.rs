@@ -58,7 +58,7 @@ const AUDIT: &str =
 /// edited to disagree, the plan lists where; without it, the plan says nothing was checked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_kubeadm_config_is_checked_when_no_file_is_given() {
-    let sim = static_cluster().await;
+    let sim = static_cluster(true).await;
     let (events, code) = convert(&sim, "to-self-hosted", &["--dry-run"], None).await;
     assert_eq!(code, Some(0), "{events:?}");
     let first = plan(&events);
@@ -103,7 +103,7 @@ async fn the_cluster_kubeadm_config_is_checked_when_no_file_is_given() {
 /// manifest runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_file_that_disagrees_is_reported_and_the_manifest_on_disk_wins() {
-    let sim = static_cluster().await;
+    let sim = static_cluster(true).await;
     let scratch = tempfile::tempdir().expect("scratch");
     let file = scratch.path().join("kubeadm.yaml");
     std::fs::write(&file, DISAGREEING).expect("write");
@@ -168,7 +168,7 @@ async fn a_config_file_that_disagrees_is_reported_and_the_manifest_on_disk_wins(
 /// (before this host's name, which is no node of the simulated cluster).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_name_comes_from_the_config_file_when_not_given() {
-    let sim = static_cluster().await;
+    let sim = static_cluster(true).await;
     let scratch = tempfile::tempdir().expect("scratch");
     let file = scratch.path().join("kubeadm.yaml");
     std::fs::write(

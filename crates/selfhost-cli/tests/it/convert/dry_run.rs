@@ -114,7 +114,7 @@ fn assert_dry_run_result(events: &[Value]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_runs_both_ways_send_every_write_as_a_dry_run_and_change_nothing() {
-    let sim = static_cluster().await;
+    let sim = static_cluster(true).await;
     let manifests = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
 
     // To self-hosted, from kubeadm's static pods.
@@ -196,7 +196,7 @@ async fn dry_runs_both_ways_send_every_write_as_a_dry_run_and_change_nothing() {
 /// Without `-o json`, the dry run's progress on stderr says what each step would do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_text_of_a_dry_run_says_what_would_happen() {
-    let sim = static_cluster().await;
+    let sim = static_cluster(true).await;
     let dir = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
     let out = crate::selfhost()
         .arg("--kubeconfig")

@@ -311,6 +311,8 @@ mod decisions {
             manifest_on_disk: true,
             manifest_in_backup: false,
             static_permits_port_sharing: true,
+            static_port_sharing_added: false,
+            mirror_permits_port_sharing: true,
             daemonset: None,
             daemonset_gated: false,
             gated_nodes: vec![],
@@ -393,10 +395,30 @@ mod decisions {
                 "wait",
             ),
             (
-                "without port sharing a crash-looping pod has its image: move",
+                "without port sharing a crash-looping pod has its image: the static pod \
+                 restarts with port sharing",
                 with(&|o| {
                     ds_here(waiting("CrashLoopBackOff"), 1)(o);
                     o.static_permits_port_sharing = false;
+                    o.mirror_permits_port_sharing = false;
+                }),
+                "add-port-sharing",
+            ),
+            (
+                "port sharing added, the old static pod still runs: wait",
+                with(&|o| {
+                    ds_here(waiting("CrashLoopBackOff"), 1)(o);
+                    o.static_port_sharing_added = true;
+                    o.mirror_permits_port_sharing = false;
+                }),
+                "wait",
+            ),
+            (
+                "port sharing added and the DaemonSet pod serves beside: move",
+                with(&|o| {
+                    ds_here(running(), 1)(o);
+                    o.static_port_sharing_added = true;
+                    o.daemonset_pod_serving = Ok(());
                 }),
                 "move-manifest-aside",
             ),
@@ -493,6 +515,145 @@ mod decisions {
                 "rolled-back"
             ]
         );
+    }
+
+    /// Undoing a hand-over whose static pod did not share its port: the port-sharing rewrite
+    /// first (written again if the manifest was moved aside), so that the static pod serves
+    /// beside the DaemonSet pod; the original back only once that pod has gone.
+    #[test]
+    fn a_hand_over_without_port_sharing_is_undone_without_a_second_gap_first() {
+        let reason = Mode::Restore {
+            reason: "boom".into(),
+        };
+        for moved_aside in [true, false] {
+            let mut obs = fresh();
+            obs.daemonset = Some(daemonset(vec![pod("ds-pod", running(), 1)]));
+            obs.daemonset_gated = true;
+            obs.gated_nodes = vec!["cp-1".into()];
+            obs.manifest_in_backup = true;
+            if moved_aside {
+                obs.manifest_on_disk = false;
+                obs.static_permits_port_sharing = false;
+                obs.mirror = None;
+                obs.mirror_serving = Err("no mirror pod".into());
+            } else {
+                obs.static_port_sharing_added = true;
+            }
+            let mut seen = Vec::new();
+            for _ in 0..10 {
+                let step = next_step(Direction::ToSelfHosted, &reason, &obs);
+                seen.push(step.name());
+                match step {
+                    ConvertStep::AddPortSharing => {
+                        obs.manifest_on_disk = true;
+                        obs.static_permits_port_sharing = true;
+                        obs.static_port_sharing_added = true;
+                    }
+                    ConvertStep::RestoreManifest => {
+                        obs.static_permits_port_sharing = false;
+                        obs.static_port_sharing_added = false;
+                        obs.mirror_serving = Err("restarting".into());
+                    }
+                    ConvertStep::UnlabelNode { .. } => obs.gated_nodes.clear(),
+                    ConvertStep::Wait { .. } => {
+                        // The DaemonSet controller retires the pod, the kubelet (re)starts the
+                        // static pod.
+                        if let Some(ds) = obs.daemonset.as_mut() {
+                            ds.pods.clear();
+                        }
+                        obs.mirror_serving = Ok(());
+                    }
+                    ConvertStep::DeleteDaemonSet => obs.daemonset = None,
+                    ConvertStep::RolledBack { .. } => break,
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            let mut expected = vec![
+                "unlabel-node",
+                "wait",
+                "delete-daemonset",
+                "restore-manifest",
+                "wait",
+                "rolled-back",
+            ];
+            if moved_aside {
+                expected.insert(0, "add-port-sharing");
+            }
+            assert_eq!(seen, expected, "moved aside: {moved_aside}");
+        }
+    }
+
+    /// A node where a direction leads, waiting only for the cluster, is told apart from one
+    /// still on its way (whose waits need this tool's next steps).
+    #[test]
+    fn a_node_at_the_end_awaits_only_the_cluster() {
+        fn self_hosted(o: &mut NodeComponent) {
+            o.manifest_on_disk = false;
+            o.manifest_in_backup = true;
+            o.daemonset = Some(daemonset(vec![pod("ds-pod", running(), 0)]));
+            o.daemonset_gated = true;
+            o.gated_nodes = vec!["cp-1".into()];
+        }
+        /// A case: its name, the direction, what differs from [`fresh`], and the answer.
+        type Row = (&'static str, Direction, fn(&mut NodeComponent), bool);
+        let rows: Vec<Row> = vec![
+            (
+                "static, no DaemonSet: to static is there",
+                Direction::ToStatic,
+                |_| {},
+                true,
+            ),
+            (
+                "static, leader not elected yet: still there",
+                Direction::ToStatic,
+                |o| o.leader = Err("no leader".into()),
+                true,
+            ),
+            (
+                "static pod that cannot start: not there",
+                Direction::ToStatic,
+                |o| {
+                    o.mirror = Some(pod("kube-apiserver-cp-1", waiting("ErrImagePull"), 0));
+                },
+                false,
+            ),
+            (
+                "static: to self-hosted is not there",
+                Direction::ToSelfHosted,
+                |_| {},
+                false,
+            ),
+            (
+                "self-hosted, mirror pod still going: to self-hosted is there",
+                Direction::ToSelfHosted,
+                |o| self_hosted(o),
+                true,
+            ),
+            (
+                "self-hosted: to static is not there",
+                Direction::ToStatic,
+                |o| self_hosted(o),
+                false,
+            ),
+            (
+                "manifest moved aside but the node unlabelled: not there",
+                Direction::ToSelfHosted,
+                |o| {
+                    self_hosted(o);
+                    o.gated_nodes.clear();
+                },
+                false,
+            ),
+        ];
+        for (case, direction, change, expected) in rows {
+            let mut obs = fresh();
+            change(&mut obs);
+            assert_eq!(
+                crate::conversion::decide::awaits_only_the_cluster(direction, &obs),
+                expected,
+                "{case}"
+            );
+        }
     }
 
     #[test]

@@ -111,11 +111,17 @@ async fn a_daemonset_pod_that_never_serves_after_the_hand_over_gets_the_static_p
     let prober = sim.prober(prober_options()).await.expect("prober");
     let mut request = request(&sim, Direction::ToSelfHosted, "cp-2");
     request.deadline = Duration::from_secs(5);
+    let scheduler_manifest = sim
+        .manifests_dir("cp-2")
+        .expect("dir")
+        .join("kube-scheduler.yaml");
+    let original = std::fs::read(&scheduler_manifest).expect("the scheduler's manifest");
     // The scheduler's image is broken for every process started from now on (the running
     // static pods keep going), and mended as soon as the engine decides to restore — before it
-    // moves the manifest back, so the static pod restarts from a good image. Without port
-    // sharing the DaemonSet pod can only be found not to serve after the hand-over, when the
-    // static pod has left the port.
+    // puts the original manifest back, so the static pod restarts from a good image. Without
+    // port sharing the static pod is first restarted with it (and is broken too until then);
+    // the DaemonSet pod is found not to serve beside it, and the original manifest, without
+    // port sharing, is put back once that pod has gone.
     sim.registry()
         .make_never_ready(&image)
         .expect("known image");
@@ -137,7 +143,7 @@ async fn a_daemonset_pod_that_never_serves_after_the_hand_over_gets_the_static_p
         events
             .iter()
             .any(|e| matches!(&e.event, Event::Action { step, .. } if step == "restore-manifest")),
-        "the hand-over had happened and was undone"
+        "the static manifest rewritten with port sharing was put back as it was"
     );
     assert!(!sim.recorder().was_down(started, Instant::now()));
     eprintln!("failed probes: {:?}", failed(&probes));
@@ -157,6 +163,11 @@ async fn a_daemonset_pod_that_never_serves_after_the_hand_over_gets_the_static_p
         "cp-2 keeps the components converted before"
     );
     assert_eq!(manifests(&sim, "cp-2"), ["kube-scheduler.yaml"]);
+    assert_eq!(
+        std::fs::read(&scheduler_manifest).expect("the scheduler's manifest"),
+        original,
+        "the original manifest, without port sharing, is back byte for byte"
+    );
     assert!(
         !after
             .daemonsets

@@ -92,14 +92,16 @@ pub async fn settle(sim: &SimCluster) {
     let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
+        // A booting cluster may reset a connection now and then: ask again until the deadline.
         let list = pods
             .list(&ListParams::default().labels("component=kube-apiserver"))
-            .await
-            .expect("list");
-        let settled = !list.items.is_empty()
-            && list.items.iter().all(|p| {
-                started_at(p).is_some_and(|t| Timestamp::now().duration_since(t).as_secs() >= 2)
-            });
+            .await;
+        let settled = list.is_ok_and(|list| {
+            !list.items.is_empty()
+                && list.items.iter().all(|p| {
+                    started_at(p).is_some_and(|t| Timestamp::now().duration_since(t).as_secs() >= 2)
+                })
+        });
         if settled {
             return;
         }

@@ -196,6 +196,24 @@ async fn round_trip(nodes: usize, port_sharing: bool, handovers: Option<Handover
             ),
             "the manifests were moved aside"
         );
+        if !port_sharing {
+            // Each static pod restarted with port sharing before its manifest was moved
+            // aside: the hand-over itself shared the port, the kubelet's back-off had no part.
+            for component in Component::ALL {
+                let at = |wanted: &str| {
+                    events.iter().position(|e| {
+                        matches!(&e.event, Event::Action { component: c, step, .. }
+                            if *c == component && step == wanted)
+                    })
+                };
+                let (added, moved) = (at("add-port-sharing"), at("move-manifest-aside"));
+                assert!(
+                    added.is_some() && added < moved,
+                    "{component} on {node}: port sharing added ({added:?}) before the move \
+                     ({moved:?})"
+                );
+            }
+        }
         assert!(
             manifests(&sim, node).is_empty(),
             "{node}: {:?}",
@@ -321,25 +339,18 @@ fn one_join(t: &SimTimings) -> Duration {
 }
 
 /// The longest the API can be down on one node when the static kube-apiserver does not
-/// permit port sharing: the DaemonSet pod, refused the port while the static pod holds it,
-/// has crashed once (that is how the run knows its image is there and it starts); when the
-/// static pod has stopped, the kubelet starts it again only after its first crash-loop
-/// back-off, and it serves one pod start later.
-fn one_pod_start_after_back_off(t: &SimTimings) -> Duration {
+/// permit port sharing: the static pod restarts once, from the image it has, with port
+/// sharing added (the DaemonSet pod has crashed once on the taken port by then, which proves
+/// its image is there; it joins the shared port later, without a gap). One stop and one
+/// start, up to the moment the new process answers on the shared port.
+fn one_pod_restart(t: &SimTimings) -> Duration {
     let k = &t.kubelet;
-    k.stop + k.crash_loop.initial + k.sandbox + k.start + k.ready
+    k.stop + k.sandbox + k.start + one_join(t)
 }
 
 /// What a loaded two-core machine adds to any stretch measured here (the prober, the
 /// simulator and the engine share the cores with the other tests).
 const LOAD_MARGIN: Duration = Duration::from_millis(300);
-
-/// Whether a failed probe was a request caught on a keep-alive connection that a stopping
-/// kube-apiserver closed under it (the measured model's `leaving`): the one failure the
-/// model forces even while other apiservers serve.
-fn caught_on_a_closing_connection(error: &str) -> bool {
-    error.contains("SendRequest")
-}
 
 /// The engine hands the controller-manager's and scheduler's Leases over: no leaderless gap
 /// the conversion opens is as long as a Lease lasts (a Lease left to expire keeps a standby
@@ -377,7 +388,7 @@ async fn one_node_with_port_sharing_has_no_more_than_one_join() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_node_without_port_sharing_is_down_at_most_one_back_off_and_one_pod_start() {
+async fn one_node_without_port_sharing_is_down_at_most_one_pod_restart() {
     let figures = round_trip(1, false, Some(Handovers::measured())).await;
     figures.print("one node, no port sharing, measured model");
     let t = timings();
@@ -386,13 +397,15 @@ async fn one_node_without_port_sharing_is_down_at_most_one_back_off_and_one_pod_
         3,
         "one measured hand-over per component"
     );
-    let bound = one_pod_start_after_back_off(&t);
+    let bound = one_pod_restart(&t);
     let f = &figures.to_self_hosted;
+    eprintln!("one pod restart at these timings: {bound:?}");
     assert!(
         f.longest_down <= bound + LOAD_MARGIN,
-        "down for {:?}; a back-off and one pod start is {bound:?}",
+        "down for {:?}; one pod restart is {bound:?}",
         f.longest_down
     );
+
     // The gap the run reports is what its probes saw: no longer than the real one plus a
     // probe period (it probes every 0.1 s).
     assert_eq!(figures.reported_api_gaps.len(), 1);
@@ -409,12 +422,11 @@ async fn one_node_without_port_sharing_is_down_at_most_one_back_off_and_one_pod_
     assert_leases_handed_over(&figures);
 }
 
-/// On three nodes other nodes serve throughout: the API is never down, and the only probes
-/// that fail are requests caught on a keep-alive connection a stopping apiserver closes (at
-/// most two per node, the upgrade engine's bound under the same model).
+/// On three nodes other nodes serve throughout: the API is never down and no probe fails (a
+/// request caught on a keep-alive connection a stopping apiserver closes is sent again, as
+/// Go's transport does, and counted apart by the prober).
 async fn three_nodes_never_down(port_sharing: bool) {
-    let nodes = 3;
-    let figures = round_trip(nodes, port_sharing, Some(Handovers::measured())).await;
+    let figures = round_trip(3, port_sharing, Some(Handovers::measured())).await;
     figures.print(&format!(
         "three nodes, port sharing {port_sharing}, measured model"
     ));
@@ -423,12 +435,7 @@ async fn three_nodes_never_down(port_sharing: bool) {
         ("to static", &figures.to_static),
     ] {
         assert_eq!(f.longest_down, Duration::ZERO, "{phase}");
-        let (closing, other): (Vec<&String>, Vec<&String>) = f
-            .failed
-            .iter()
-            .partition(|e| caught_on_a_closing_connection(e));
-        assert!(other.is_empty(), "{phase}: {other:?}");
-        assert!(closing.len() <= 2 * nodes, "{phase}: {closing:?}");
+        assert!(f.failed.is_empty(), "{phase}: {:?}", f.failed);
     }
     assert_leases_handed_over(&figures);
 }
