@@ -258,6 +258,7 @@ impl Observer {
             api,
             identity_leases,
             leader_lease,
+            known_starts: Vec::new(),
         }
     }
 
