@@ -175,7 +175,8 @@ pub struct ApplyArgs {
     /// change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Per-component deadline for the rollout (e.g. 5m); past it, the component rolls back.
+    /// Per-component deadline for the rollout (e.g. 5m); past it, the component rolls back,
+    /// and the rollback has twice as long from its own start.
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     /// On failure leave the backup serving instead of rolling back, and exit 4.

@@ -270,7 +270,8 @@ pub async fn connect_with(
         let limit = tower::util::MapResponseLayer::new(|response: http::Response<_>| {
             response.map(|body| http_body_util::Limited::new(body, MAX_RESPONSE_BYTES))
         });
-        Ok::<_, ClientError>(builder.with_layer(&limit).build())
+        let fresh = tower::util::MapRequestLayer::new(own_connection);
+        Ok::<_, ClientError>(builder.with_layer(&limit).with_layer(&fresh).build())
     };
     // Watches are long-lived, so the API client has no read timeout; unary calls get an outer
     // deadline from the retry layer instead.
@@ -282,6 +283,24 @@ pub async fn connect_with(
         context,
         server,
     })
+}
+
+/// Every request asks for a connection of its own (`Connection: close`), so that no
+/// connection is ever reused. Behind a load balancer, and on a node where two kube-apiserver
+/// processes share the port during a hand-over, a kept-alive connection stays with the one
+/// process it first reached: one that accepts but never finishes starting answers every
+/// request on it with 500, and the pool hands that idle connection back to the next request
+/// and to each retry. In the campaign (finding C) a write then failed twelve times in a row,
+/// and the watches could not relist, while four processes of five served. A new connection per
+/// call lets the balancer and the node's kernel choose again, as kubectl does once per
+/// command. The engine makes few unary calls (its reads come from watches, which are
+/// long-lived), so the extra handshakes cost little.
+fn own_connection<B>(mut request: http::Request<B>) -> http::Request<B> {
+    request.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    request
 }
 
 /// The cluster and user a context names must exist, as kubectl requires: kube-rs would
@@ -341,6 +360,21 @@ fn read_kubeconfig(source: &KubeconfigSource) -> Result<Kubeconfig, ClientError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_call_asks_for_its_own_connection() {
+        for uri in [
+            "/apis/apps/v1/namespaces/kube-system/daemonsets/x",
+            "/api/v1/pods?watch=true",
+        ] {
+            let sent = own_connection(http::Request::get(uri).body(()).unwrap());
+            assert_eq!(
+                sent.headers().get(http::header::CONNECTION),
+                Some(&http::HeaderValue::from_static("close")),
+                "{uri}"
+            );
+        }
+    }
 
     fn args(kubeconfig: Option<&str>) -> ClientArgs {
         ClientArgs {

@@ -67,6 +67,10 @@ pub enum Kind {
     Lease,
 }
 
+/// How many times an update that met a metadata-only conflict is applied again to the object
+/// as the API has it (see the DaemonSet update in [`perform`]).
+const CONFLICT_REREADS: usize = 5;
+
 /// Performs an action step; `None` for steps that are not actions (waits and ends).
 /// `live` is the cached real DaemonSet an [`Update`] applies to.
 pub async fn perform(
@@ -141,13 +145,49 @@ pub async fn perform(
                     why: format!("DaemonSet {} is gone", update.name),
                 }));
             };
-            let object = updated(current, update);
-            let result = with_retries(
-                &format!("update DaemonSet kube-system/{}", update.name),
-                policy,
-                || daemonsets.replace(&update.name, &post, &object),
-            )
+            let what = format!("update DaemonSet kube-system/{}", update.name);
+            let object = updated(current.clone(), update);
+            let mut result = with_retries(&what, policy, || {
+                daemonsets.replace(&update.name, &post, &object)
+            })
             .await;
+            // A 409 because someone changed only the DaemonSet's metadata since our view (a
+            // GitOps controller or an operator annotating it every few hundred milliseconds)
+            // is not a reason to decide again: while the view lags behind such a writer,
+            // every decision would meet the next 409 (campaign finding C: a rollback
+            // superseded for ten seconds). The same update applies to the object as the API
+            // has it now, as long as its spec is still the one decided on; the writer's
+            // metadata is kept. Bounded: a writer faster than a read and a write gets the
+            // executor's own handling of a superseded action.
+            for _ in 0..CONFLICT_REREADS {
+                if !result
+                    .as_ref()
+                    .is_err_and(|e| e.kind == FailureKind::Conflict)
+                {
+                    break;
+                }
+                let Ok(fresh) = with_retries(
+                    &format!("read DaemonSet kube-system/{}", update.name),
+                    policy,
+                    || daemonsets.get(&update.name),
+                )
+                .await
+                else {
+                    break;
+                };
+                if fresh.spec != current.spec {
+                    break;
+                }
+                let again = Update {
+                    resource_version: fresh.metadata.resource_version.clone(),
+                    ..update.clone()
+                };
+                let object = updated(fresh, &again);
+                result = with_retries(&what, policy, || {
+                    daemonsets.replace(&update.name, &post, &object)
+                })
+                .await;
+            }
             superseded_or(
                 result.map(|ds| ds.metadata.resource_version),
                 written(Kind::DaemonSet, &update.name),

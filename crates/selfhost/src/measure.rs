@@ -253,6 +253,7 @@ mod tests {
             readyz_ok: ok,
             readyz_detail: (!detail.is_empty()).then(|| detail.to_string()),
             git_version: None,
+            unreachable_until: None,
         }
     }
 

@@ -78,6 +78,7 @@ async fn probe_health(probe: &kube::Client) -> ApiHealth {
         readyz_ok: ready.healthy,
         readyz_detail: ready.problem,
         git_version,
+        unreachable_until: None,
     }
 }
 
@@ -208,13 +209,14 @@ impl Observer {
     /// decision up for a probe's round trip — up to its timeout while an apiserver hands over.
     pub async fn observe(&mut self, component: Component) -> Observation {
         self.sample_health();
-        let api = match self.latest_health() {
+        let mut api = match self.latest_health() {
             Some((_, health)) => health,
             None => self.api_health(HEALTH_MAX_AGE).await,
         };
         // From here on, any change wakes the next wait: it may not be in what is read below.
         self.view.mark_seen();
         let now = Timestamp::now();
+        api.unreachable_until = self.view.unreachable_until(now);
         let pods = self.view.pods.state();
         let backup_pods = self.view.backup_pods.state();
         let real = self.daemonset(&component.daemonset_name()).map(|ds| {

@@ -347,6 +347,7 @@ impl PrepullView {
         let shared = Arc::new(Shared {
             changes: sender,
             last_error: Arc::new(Mutex::new(None)),
+            reachability: Arc::default(),
         });
         let seen = Arc::new(Mutex::new(BTreeSet::new()));
         let record = Arc::clone(&seen);

@@ -14,6 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
@@ -24,8 +25,22 @@ use tokio::time::Instant;
 
 use selfhost_core::component::{APP_LABEL, BACKUP_LABEL, Component, NAMESPACE};
 
+use crate::error::FailureKind;
+
 /// Label of control-plane nodes.
 const CONTROL_PLANE_NODE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+
+/// How long each watch request lasts before it is renewed (`timeoutSeconds`). kube-runtime
+/// also gives up on a watch that delivered nothing for this long plus 5 s: the default 290 s
+/// left the engine blind for five minutes when its watch connection reached an apiserver
+/// process that never answered (campaign finding C: a rollback "carried out 5 times" that
+/// the view never showed). Renewing five watches every 10 s costs half a request a second.
+const WATCH_TIMEOUT_SECS: u32 = 10;
+
+/// The watch configuration every watch of the view starts from.
+fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(WATCH_TIMEOUT_SECS)
+}
 
 /// The watched caches, and a change counter that waiters block on.
 pub struct ClusterView {
@@ -41,6 +56,7 @@ pub struct ClusterView {
     pub leases: Store<Lease>,
     changes: watch::Receiver<u64>,
     last_error: Arc<Mutex<Option<String>>>,
+    reachability: Arc<Mutex<Reachability>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -67,6 +83,49 @@ pub struct ViewTimeout {
 pub(crate) struct Shared {
     pub(crate) changes: watch::Sender<u64>,
     pub(crate) last_error: Arc<Mutex<Option<String>>>,
+    pub(crate) reachability: Arc<Mutex<Reachability>>,
+}
+
+/// What the watches saw of the API's reachability: an outage begins with a watch that cannot
+/// connect (refused, cut, timed out) and ends with the next answer any watch gets. The
+/// crash-loop judgement needs it: control-plane processes exit when they cannot reach the API.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Reachability {
+    down_since: Option<Timestamp>,
+    last_outage_end: Option<Timestamp>,
+}
+
+impl Reachability {
+    fn unreachable(&mut self, at: Timestamp) {
+        self.down_since.get_or_insert(at);
+    }
+
+    fn answered(&mut self, at: Timestamp) {
+        if self.down_since.take().is_some() {
+            self.last_outage_end = Some(at);
+        }
+    }
+
+    /// `now` while an outage lasts, else the end of the last one seen.
+    fn unreachable_until(&self, now: Timestamp) -> Option<Timestamp> {
+        match self.down_since {
+            Some(_) => Some(now),
+            None => self.last_outage_end,
+        }
+    }
+}
+
+/// Whether a watch error means the API could not be reached (as opposed to an answer such
+/// as 410 Gone or a 5xx, which came from a server that is up).
+fn is_unreachable(err: &watcher::Error) -> bool {
+    use watcher::Error as W;
+    match err {
+        W::InitialListFailed(e) | W::WatchStartFailed(e) | W::WatchFailed(e) => matches!(
+            FailureKind::of(e),
+            FailureKind::Transport | FailureKind::Timeout
+        ),
+        _ => false,
+    }
 }
 
 pub(crate) fn spawn_reflector<K>(
@@ -101,6 +160,12 @@ where
             .reflect(writer)
             .boxed();
         while let Some(item) = stream.next().await {
+            // `Init` comes before the list request; every other event is an answer.
+            if matches!(&item, Ok(e) if !matches!(e, watcher::Event::Init))
+                && let Ok(mut r) = shared.reachability.lock()
+            {
+                r.answered(Timestamp::now());
+            }
             match item {
                 Ok(watcher::Event::Init) => {}
                 // A relist shows in the store only at its InitDone, announced below.
@@ -112,6 +177,11 @@ where
                     shared.changes.send_modify(|n| *n += 1);
                 }
                 Err(err) => {
+                    if is_unreachable(&err)
+                        && let Ok(mut r) = shared.reachability.lock()
+                    {
+                        r.unreachable(Timestamp::now());
+                    }
                     let text = crate::error::describe_watch(&err);
                     tracing::debug!(error = %text, "watch interrupted; it resumes by itself");
                     if let Ok(mut last) = shared.last_error.lock() {
@@ -129,9 +199,11 @@ impl ClusterView {
     pub fn start(client: &kube::Client) -> ClusterView {
         let (changes_tx, changes) = watch::channel(0);
         let last_error = Arc::new(Mutex::new(None));
+        let reachability = Arc::new(Mutex::new(Reachability::default()));
         let shared = Arc::new(Shared {
             changes: changes_tx,
             last_error: Arc::clone(&last_error),
+            reachability: Arc::clone(&reachability),
         });
         let real_apps: Vec<String> = Component::ALL.iter().map(|c| c.app_label_value()).collect();
         let real_selector = format!("{APP_LABEL} in ({})", real_apps.join(","));
@@ -139,27 +211,27 @@ impl ClusterView {
         let ns = |c: &kube::Client| c.clone();
         let (daemonsets, t1) = spawn_reflector(
             Api::<DaemonSet>::namespaced(ns(client), NAMESPACE),
-            watcher::Config::default(),
+            watch_config(),
             &shared,
         );
         let (pods, t2) = spawn_reflector(
             Api::<Pod>::namespaced(ns(client), NAMESPACE),
-            watcher::Config::default().labels(&real_selector),
+            watch_config().labels(&real_selector),
             &shared,
         );
         let (backup_pods, t3) = spawn_reflector(
             Api::<Pod>::namespaced(ns(client), NAMESPACE),
-            watcher::Config::default().labels(BACKUP_LABEL),
+            watch_config().labels(BACKUP_LABEL),
             &shared,
         );
         let (nodes, t4) = spawn_reflector(
             Api::<Node>::all(ns(client)),
-            watcher::Config::default().labels(CONTROL_PLANE_NODE_LABEL),
+            watch_config().labels(CONTROL_PLANE_NODE_LABEL),
             &shared,
         );
         let (leases, t5) = spawn_reflector(
             Api::<Lease>::namespaced(ns(client), NAMESPACE),
-            watcher::Config::default(),
+            watch_config(),
             &shared,
         );
         ClusterView {
@@ -170,6 +242,7 @@ impl ClusterView {
             leases,
             changes,
             last_error,
+            reachability,
             tasks: vec![t1, t2, t3, t4, t5],
         }
     }
@@ -189,6 +262,15 @@ impl ClusterView {
                 timeout,
             )
         })
+    }
+
+    /// Until when the watches last saw the API unreachable: `now` while they still do, the
+    /// moment one got an answer again after the latest outage, or `None` if they saw none.
+    pub fn unreachable_until(&self, now: Timestamp) -> Option<Timestamp> {
+        self.reachability
+            .lock()
+            .ok()
+            .and_then(|r| r.unreachable_until(now))
     }
 
     /// The last error a watch met (cleared by nothing: it is for messages, not decisions).
@@ -300,6 +382,29 @@ pub fn caught_up(cached: Option<&str>, written: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outage_lasts_from_the_first_unreachable_watch_to_the_next_answer() {
+        let at = |s: i64| Timestamp::from_second(1_700_000_000 + s).unwrap();
+        let mut r = Reachability::default();
+        assert_eq!(r.unreachable_until(at(0)), None, "none seen");
+        r.answered(at(1));
+        assert_eq!(
+            r.unreachable_until(at(2)),
+            None,
+            "an answer alone ends nothing"
+        );
+        r.unreachable(at(3));
+        r.unreachable(at(4));
+        assert_eq!(r.unreachable_until(at(5)), Some(at(5)), "down: until now");
+        r.answered(at(6));
+        r.answered(at(9));
+        assert_eq!(
+            r.unreachable_until(at(10)),
+            Some(at(6)),
+            "the first answer ends it"
+        );
+    }
 
     #[test]
     fn caught_up_compares_numbers_when_it_can() {

@@ -153,11 +153,19 @@ fn container_observation(
         image: image.unwrap_or_default().to_string(),
         ready: status.is_some_and(|s| s.ready),
         restart_count: status.map_or(0, |s| s.restart_count),
-        state,
         last_termination: status
             .and_then(|s| s.last_state.as_ref())
             .and_then(|s| s.terminated.as_ref())
             .and_then(|t| t.reason.clone()),
+        last_exit_at: match &state {
+            ContainerState::Terminated { finished_at, .. } if finished_at.is_some() => *finished_at,
+            _ => status
+                .and_then(|s| s.last_state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .and_then(|t| t.finished_at.as_ref())
+                .map(|t| t.0),
+        },
+        state,
     }
 }
 

@@ -322,6 +322,11 @@ pub struct ApiHealth {
     pub readyz_detail: Option<String>,
     /// `gitVersion` from `/version`, if it answered.
     pub git_version: Option<String>,
+    /// Until when the engine last saw the API unreachable (connections refused, cut or timed
+    /// out): the moment it answered again after its latest outage, or `now` while one lasts.
+    /// `None` when this run saw none. Control-plane processes exit when they cannot reach the
+    /// API, so their exits until then say nothing about their image.
+    pub unreachable_until: Option<Timestamp>,
 }
 
 /// One holder of a kube-apiserver identity Lease.

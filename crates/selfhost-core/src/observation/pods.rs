@@ -89,6 +89,9 @@ pub struct ContainerObservation {
     pub state: ContainerState,
     /// Why it last terminated, if it ever did (`lastState.terminated.reason`, e.g. `Error`).
     pub last_termination: Option<String>,
+    /// When its latest process exited (the kubelet's clock, second precision): the current
+    /// state's `finishedAt` while it is stopped, else `lastState.terminated.finishedAt`.
+    pub last_exit_at: Option<Timestamp>,
 }
 
 /// A container's current state as the kubelet reports it.

@@ -27,6 +27,7 @@ mod backup_template;
 mod leader;
 mod next_step;
 mod phases;
+mod rolling_back;
 mod serving;
 mod step;
 #[cfg(test)]

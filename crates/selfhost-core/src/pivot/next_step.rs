@@ -31,7 +31,9 @@ use crate::observation::{
     BackupObservation, DaemonSetObservation, IDENTITY_LABEL, IDENTITY_LABEL_VALUE, NodeReadiness,
     Observation, time,
 };
-use crate::rollout::{SignalPolicy, failure_signals, rollout_progress, template_hash};
+use crate::rollout::{
+    SignalPolicy, exits_count_after, failure_signals, rollout_progress, template_hash,
+};
 use crate::version::KubeVersion;
 
 /// The one thing to do next for the observed component to reach `target`.
@@ -100,7 +102,14 @@ impl<'a> Cx<'a> {
         SignalPolicy {
             crash_loop_restarts: self.target.options.crash_loop_restarts,
             ignore_crash_loops: false,
+            exits_count_after: Some(self.exits_count_after()),
         }
+    }
+
+    /// From when exits count towards a crash loop: not before this run watched the API, nor
+    /// while (or just after) it saw the API unreachable.
+    pub(super) fn exits_count_after(&self) -> Timestamp {
+        exits_count_after(self.target.run_started_at, self.obs.api.unreachable_until)
     }
 
     /// `base + deadline`, where the clock never starts before this run did.

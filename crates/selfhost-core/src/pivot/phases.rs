@@ -1,4 +1,4 @@
-//! The phases of a pivot while the backup exists.
+//! The phases of a pivot while the backup exists (the rollback's in `rolling_back.rs`).
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
@@ -76,62 +76,6 @@ impl Cx<'_> {
         })
     }
 
-    /// The real DaemonSet is on its original template again after a rollback: wait until it
-    /// serves, then remove the backup.
-    pub(super) fn rolling_back(
-        &self,
-        backup: &BackupObservation,
-        rollback_at: Option<Timestamp>,
-    ) -> Step {
-        let progress = self.serving_progress(false);
-        let backup_still_needed = self.backup_serves_where_real_does_not(backup);
-        if progress.is_empty() && backup_still_needed.is_empty() {
-            return self.remove_backup(backup);
-        }
-        let current = self.real.pods.iter().filter(|p| self.real.is_current(p));
-        let signals = failure_signals(current, self.strict_signals());
-        let deadline = self.deadline_after(rollback_at, 1);
-        let failure = if !signals.is_empty() {
-            Some(describe(&signals))
-        } else if self.now() >= deadline {
-            Some(format!(
-                "not complete by {deadline}: {}",
-                progress.join("; ")
-            ))
-        } else {
-            None
-        };
-        if let Some(reason) = failure {
-            return Step::Failed {
-                reason: format!("the rollback to the original template is failing too: {reason}"),
-                state: format!(
-                    "{} is back on its original template but not healthy; the backup {} keeps \
-                     serving",
-                    self.real.name, backup.daemonset.name
-                ),
-                resume: format!(
-                    "repair the failing pods, then `{}` finishes the rollback",
-                    self.resume_command()
-                ),
-            };
-        }
-        if let Some(step) = self.hurry() {
-            return step;
-        }
-        let mut pending = progress;
-        pending.extend(backup_still_needed);
-        Step::WaitForRollback(Wait {
-            condition: format!(
-                "every pod of {} back on the original template and serving",
-                self.real.name
-            ),
-            recheck_at: self.recheck(deadline),
-            pending,
-            watch: self.watches(true),
-            deadline: Some(deadline),
-        })
-    }
-
     /// The real DaemonSet is on the target: wait for the rollout, roll back on failure, remove
     /// the backup when done.
     pub(super) fn rolling_out(
@@ -139,7 +83,8 @@ impl Cx<'_> {
         backup: &BackupObservation,
         original: &PodTemplateSpec,
     ) -> Step {
-        let progress = self.serving_progress(true);
+        let mut progress = self.serving_progress(true);
+        progress.extend(self.nodes_only_the_backup_covers(backup));
         if progress.is_empty() {
             return self.remove_backup(backup);
         }
@@ -288,6 +233,7 @@ impl Cx<'_> {
             SignalPolicy {
                 crash_loop_restarts: self.target.options.crash_loop_restarts,
                 ignore_crash_loops: exclusive,
+                exits_count_after: Some(self.exits_count_after()),
             },
         );
         let deadline = self.deadline_after(created, 1);
@@ -403,7 +349,7 @@ impl Cx<'_> {
 
     /// What keeps the real DaemonSet from serving on every node with current pods: the
     /// rollout progress, plus (when `strict`) each rolled-out pod proven to serve.
-    fn serving_progress(&self, strict: bool) -> Vec<String> {
+    pub(super) fn serving_progress(&self, strict: bool) -> Vec<String> {
         let mut pending = rollout_progress(self.obs, self.real).pending;
         if strict {
             for pod in &self.real.pods {
@@ -417,26 +363,35 @@ impl Cx<'_> {
         pending
     }
 
-    /// Nodes where a backup pod serves but no real pod does: removing the backup would lose
-    /// them. Empty when the backup never served there (a rollback before the update).
-    fn backup_serves_where_real_does_not(&self, backup: &BackupObservation) -> Vec<String> {
-        backup
+    /// Nodes where the backup still runs a pod and the real DaemonSet has none: removing the
+    /// backup would leave them without the component. The DaemonSet's own status does not
+    /// show them: a node tainted `node.kubernetes.io/not-ready` (even for a moment) is no
+    /// longer one where a new daemon pod should run, so it leaves `desiredNumberScheduled`,
+    /// and the rolling update deletes the unavailable old pod there without creating the new
+    /// one until the taint is gone.
+    pub(super) fn nodes_only_the_backup_covers(&self, backup: &BackupObservation) -> Vec<String> {
+        let mut nodes: Vec<(&str, &str)> = backup
             .daemonset
             .pods
             .iter()
-            .filter(|pod| pod_serves(self.obs, self.target, pod).is_ok())
-            .filter_map(|pod| {
-                let node = pod.node.as_deref()?;
-                let real_serves = self
-                    .real
-                    .pods_on(node)
-                    .any(|real| pod_serves(self.obs, self.target, real).is_ok());
-                (!real_serves).then(|| format!("{node}: the real pod does not serve yet"))
+            .filter(|pod| !pod.is_terminating())
+            .filter_map(|pod| Some((pod.node.as_deref()?, pod.name.as_str())))
+            .filter(|(node, _)| !self.real.pods_on(node).any(|p| !p.is_terminating()))
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup_by(|a, b| a.0 == b.0);
+        nodes
+            .into_iter()
+            .map(|(node, backup_pod)| {
+                format!(
+                    "{node}: no pod of {} yet (only the backup pod {backup_pod} runs there)",
+                    self.real.name
+                )
             })
             .collect()
     }
 
-    fn remove_backup(&self, backup: &BackupObservation) -> Step {
+    pub(super) fn remove_backup(&self, backup: &BackupObservation) -> Step {
         Step::RemoveBackup {
             name: backup.daemonset.name.clone(),
             uid: backup.daemonset.uid.clone(),
@@ -445,7 +400,7 @@ impl Cx<'_> {
 
     /// Actions that only speed a wait up: a dead leader's Lease, a Terminating apiserver whose
     /// replacement already serves, an `OnDelete` pod whose node is covered.
-    fn hurry(&self) -> Option<Step> {
+    pub(super) fn hurry(&self) -> Option<Step> {
         lease_hand_over(self.obs)
             .or_else(|| self.shorten_terminating())
             .or_else(|| self.replace_on_delete())
@@ -550,7 +505,7 @@ impl Cx<'_> {
 
     /// The earliest moment the decision can change by time alone: the deadline, the end of a
     /// soak, the moment identity publishing is decided.
-    fn recheck(&self, deadline: Timestamp) -> Option<Timestamp> {
+    pub(super) fn recheck(&self, deadline: Timestamp) -> Option<Timestamp> {
         let now = self.now();
         let soaks = self
             .obs

@@ -15,7 +15,8 @@ mod tests;
 use serde::Serialize;
 
 pub use signals::{
-    CRASH_LOOP_REASONS, FailureSignal, IMAGE_FAILURE_REASONS, SignalPolicy, failure_signals,
+    CRASH_LOOP_REASONS, FailureSignal, IMAGE_FAILURE_REASONS, OUTAGE_SETTLE, SignalPolicy,
+    exits_count_after, failure_signals,
 };
 pub use template::{
     TemplateDifference, first_difference, normalize, template_hash, templates_equal,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use crate::observation::{ContainerState, PodObservation};
+use crate::observation::{ContainerState, PodObservation, time};
 
 /// Waiting reasons that mean the image cannot be obtained or used. The kubelet retries pulls,
 /// but a wrong tag or a missing image does not fix itself, and kube-apiserver pods that cannot
@@ -23,6 +23,28 @@ pub const IMAGE_FAILURE_REASONS: &[&str] = &[
 /// Waiting reasons of a container that keeps exiting.
 pub const CRASH_LOOP_REASONS: &[&str] = &["CrashLoopBackOff", "RunContainerError"];
 
+/// How long after the API answers again a control-plane process may still exit because of
+/// the outage: a leader that could not renew its Lease exits at its renew deadline, up to one
+/// retry period (2 s in client-go) after the API is back, and the kubelet's clock may be a
+/// second off ours.
+pub const OUTAGE_SETTLE: Duration = Duration::from_secs(5);
+
+/// From when a container's exits count towards a crash loop: after this run started (an
+/// exit before it happened while nobody watched the API) and [`OUTAGE_SETTLE`] after the API
+/// last answered again (`unreachable_until`). kube-controller-manager and kube-scheduler exit
+/// when they cannot reach the API — at start, or when they cannot renew their leader Lease —
+/// and kube-apiserver when its etcd is gone, whatever their image; such exits are the
+/// outage's, and the kubelet's back-off makes them look like a crash loop for a while after
+/// it. An image that really crash-loops exits again once the API answers, and then counts.
+pub fn exits_count_after(
+    run_started_at: Timestamp,
+    unreachable_until: Option<Timestamp>,
+) -> Timestamp {
+    unreachable_until
+        .map(|until| time::after(until, OUTAGE_SETTLE))
+        .map_or(run_started_at, |settled| settled.max(run_started_at))
+}
+
 /// How eagerly a crash loop counts as failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct SignalPolicy {
@@ -33,6 +55,10 @@ pub struct SignalPolicy {
     /// Ignore crash loops entirely: used for backup pods that are expected to crash-loop on an
     /// occupied port until the old pod leaves (no port sharing on the live template).
     pub ignore_crash_loops: bool,
+    /// A container whose latest exit happened at or before this moment is not judged
+    /// crash-looping (see [`exits_count_after`]); `None` judges every exit. A container
+    /// whose exit time is unknown is judged by its restarts alone.
+    pub exits_count_after: Option<Timestamp>,
 }
 
 /// One reason to stop waiting and roll back.
@@ -161,8 +187,13 @@ pub fn failure_signals<'a>(
             }
             let crash_looping = reason.is_some_and(|r| CRASH_LOOP_REASONS.contains(&r))
                 || !matches!(container.state, ContainerState::Running { .. });
+            let exit_counts = match (policy.exits_count_after, container.last_exit_at) {
+                (Some(after), Some(exited)) => exited > after,
+                _ => true,
+            };
             if !policy.ignore_crash_loops
                 && crash_looping
+                && exit_counts
                 && container.restart_count >= policy.crash_loop_restarts
             {
                 signals.push(FailureSignal::CrashLoop {

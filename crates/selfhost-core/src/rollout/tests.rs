@@ -308,6 +308,7 @@ fn pod(state: ContainerState, restarts: i32, terminating: bool) -> PodObservatio
             restart_count: restarts,
             state,
             last_termination: None,
+            last_exit_at: None,
         }],
     }
 }
@@ -324,6 +325,7 @@ fn failure_signals_are_image_errors_and_crash_loops_past_the_threshold() {
     let strict = SignalPolicy {
         crash_loop_restarts: 3,
         ignore_crash_loops: false,
+        exits_count_after: None,
     };
     let lenient = SignalPolicy {
         ignore_crash_loops: true,
@@ -399,5 +401,52 @@ fn failure_signals_are_image_errors_and_crash_loops_past_the_threshold() {
                 );
             }
         }
+    }
+}
+
+/// Exits an API outage forced (finding G of docs/reliability.md) do not make a crash loop:
+/// only a container whose latest exit came after the cut-off counts.
+#[test]
+fn exits_count_towards_a_crash_loop_only_after_the_api_answered_for_a_while() {
+    let at = |s: i64| k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + s).expect("time");
+    let settle = i64::try_from(OUTAGE_SETTLE.as_secs()).expect("small");
+    // The cut-off: run start, or the outage's end plus the settle time, whichever is later.
+    let cut_offs = [
+        ("no outage seen", at(0), None, at(0)),
+        ("an outage before the run", at(100), Some(at(50)), at(100)),
+        (
+            "an outage during the run",
+            at(0),
+            Some(at(50)),
+            at(50 + settle),
+        ),
+    ];
+    for (case, run, until, want) in cut_offs {
+        assert_eq!(exits_count_after(run, until), want, "{case}");
+    }
+    let policy = |after: i64| SignalPolicy {
+        crash_loop_restarts: 3,
+        ignore_crash_loops: false,
+        exits_count_after: Some(at(after)),
+    };
+    let crash_looping = |exited: Option<i64>| {
+        let mut p = pod(waiting("CrashLoopBackOff"), 4, false);
+        p.containers[0].last_exit_at = exited.map(at);
+        p
+    };
+    let rows = [
+        (
+            "exited before the cut-off",
+            crash_looping(Some(10)),
+            20,
+            false,
+        ),
+        ("exited at the cut-off", crash_looping(Some(20)), 20, false),
+        ("exited after it", crash_looping(Some(21)), 20, true),
+        ("exit time unknown", crash_looping(None), 20, true),
+    ];
+    for (case, pod, after, signalled) in rows {
+        let signals = failure_signals([&pod], policy(after));
+        assert_eq!(!signals.is_empty(), signalled, "{case}: {signals:?}");
     }
 }

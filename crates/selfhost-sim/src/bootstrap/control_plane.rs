@@ -261,6 +261,23 @@ pub fn daemonset(component: &str, version: &str, port_sharing: bool) -> Value {
             "valueFrom": { "fieldRef": { "apiVersion": "v1", "fieldPath": "status.hostIP" } },
         }]);
     }
+    if component == "kube-controller-manager" || component == "kube-scheduler" {
+        // selfhost's leaders hand over promptly: a standby retries every 500 ms (see
+        // selfhost's leader-election mutator); Lease and renew deadline stay at the defaults.
+        if let Some(command) = spec["containers"][0]["command"].as_array_mut() {
+            command.push(json!("--leader-elect-lease-duration=15s"));
+            command.push(json!("--leader-elect-renew-deadline=10s"));
+            command.push(json!("--leader-elect-retry-period=500ms"));
+            let binary = command.remove(0);
+            // By flag name, as selfhost orders them (`--leader-elect` before its siblings).
+            let name = |w: &Value| {
+                w.as_str()
+                    .map(|w| w.split('=').next().unwrap_or(w).to_owned())
+            };
+            command.sort_by_key(name);
+            command.insert(0, binary);
+        }
+    }
     spec["dnsPolicy"] = json!("ClusterFirstWithHostNet");
     spec["nodeSelector"] = json!({ "node-role.kubernetes.io/control-plane": "" });
     spec["tolerations"] = json!([

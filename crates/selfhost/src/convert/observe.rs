@@ -136,6 +136,7 @@ impl ConversionView {
         let shared = Arc::new(Shared {
             changes: sender,
             last_error: Arc::default(),
+            reachability: Arc::default(),
         });
         let apps: Vec<String> = Component::ALL.iter().map(|c| c.app_label_value()).collect();
         let in_ns = || Api::<Pod>::namespaced(client.clone(), NAMESPACE);

@@ -56,6 +56,7 @@ impl HealthSampler {
                     readyz_ok: health.healthy,
                     readyz_detail: health.problem,
                     git_version: None,
+                    unreachable_until: None,
                 };
                 if let Ok(mut recorder) = recorder.lock() {
                     recorder.probe(Instant::now(), &api);

@@ -254,21 +254,55 @@ pub fn version_violations(
     out
 }
 
-/// Whether every node's Ready condition is True in the store.
-pub fn all_nodes_ready(sim: &SimCluster) -> bool {
-    sim.store()
+/// Whether the cluster has settled after a NotReady window, as an operator checks before
+/// running the tool again: every node's Ready condition is True, the node lifecycle
+/// controller has lifted its `not-ready`/`unreachable` taints, and every real DaemonSet wants
+/// a pod on every control-plane node again and runs none where it should not (while a node
+/// is tainted, the DaemonSet controller counts its pod as misscheduled, and preflight refuses
+/// an unconverged DaemonSet).
+pub fn settled_after_not_ready(sim: &SimCluster) -> bool {
+    let nodes = sim
+        .store()
         .list(&resources::NODES, &ListOptions::default())
         .expect("the store lists")
-        .items
-        .iter()
-        .all(|n| {
-            n.pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        .items;
+    let ready = nodes.iter().all(|n| {
+        let condition = n
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+        let tainted = n
+            .pointer("/spec/taints")
+            .and_then(Value::as_array)
+            .is_some_and(|ts| {
+                ts.iter().any(|t| {
+                    matches!(
+                        str_at(t, "/key"),
+                        "node.kubernetes.io/not-ready" | "node.kubernetes.io/unreachable"
+                    )
                 })
+            });
+        condition && !tainted
+    });
+    let control_plane = sim
+        .nodes()
+        .iter()
+        .filter(|n| n.name.starts_with("cp-"))
+        .count() as i64;
+    let converged = Component::ALL.into_iter().all(|c| {
+        daemonset(sim, &c.daemonset_name()).is_some_and(|ds| {
+            let status = |field: &str| {
+                ds.pointer(&format!("/status/{field}"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            };
+            status("desiredNumberScheduled") == control_plane && status("numberMisscheduled") == 0
         })
+    });
+    ready && converged
 }
 
 /// No backup or prepull DaemonSet, and no backup pod, is left.

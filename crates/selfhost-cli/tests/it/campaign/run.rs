@@ -308,10 +308,11 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
             true
         } else if stopped && schedule.node_was_not_ready_since(invocation_start) {
             refused_while_not_ready += 1;
-            // The operator waits until every node reports Ready again, not only until the
-            // machine is fixed: its kubelet's next status post comes a moment later.
+            // The operator waits until the cluster has settled again, not only until the
+            // machine is fixed: its kubelet's next status post comes a moment later, the
+            // taints go after it, and the DaemonSets count the node again after that.
             let deadline = Instant::now() + Duration::from_secs(30);
-            while (schedule.not_ready_open() || !invariants::all_nodes_ready(&sim))
+            while (schedule.not_ready_open() || !invariants::settled_after_not_ready(&sim))
                 && Instant::now() < deadline
             {
                 tokio::time::sleep(Duration::from_millis(50)).await;

@@ -267,6 +267,7 @@ mod decisions {
                 restart_count: restarts,
                 state,
                 last_termination: None,
+                last_exit_at: None,
             }],
         }
     }

@@ -170,6 +170,7 @@ impl World {
                     readyz_ok: true,
                     readyz_detail: None,
                     git_version: Some(OLD.to_string()),
+                    unreachable_until: None,
                 },
                 identity_leases: Vec::new(),
                 leader_lease: None,
@@ -319,6 +320,7 @@ impl World {
                 restart_count: restarts,
                 state: container,
                 last_termination: (restarts > 0).then(|| "Error".to_string()),
+                last_exit_at: None,
             }],
         }
     }
@@ -519,6 +521,7 @@ impl World {
             readyz_ok,
             readyz_detail: (!readyz_ok).then(|| "[-]etcd failed".to_string()),
             git_version: Some(v.to_string()),
+            unreachable_until: self.obs.api.unreachable_until,
         };
         self
     }

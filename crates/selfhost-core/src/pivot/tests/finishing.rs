@@ -1,8 +1,9 @@
 //! Removing the backup, and finishing a rollback.
 
 use super::builder::{Pod, World, target};
-use super::{check, row};
+use super::{check, decide, row};
 use crate::component::Component::ApiServer;
+use crate::pivot::Step;
 
 /// One node, rollout complete (new pod serving since `t(60)`), backup being deleted.
 fn removing() -> World {
@@ -126,11 +127,21 @@ fn a_rollback_is_finished_then_reported() {
             "the rollback does not complete in time",
             rolled_back()
                 .new_pod("cp-1", Pod::Starting { started: 135 })
-                .at(130 + 301)
+                .at(130 + 601)
                 .build(),
             target(ApiServer),
             "failed",
             &["not complete by"],
+        ),
+        row(
+            "the rollback has twice the per-component deadline",
+            rolled_back()
+                .new_pod("cp-1", Pod::Starting { started: 135 })
+                .at(130 + 599)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollback",
+            &[],
         ),
         row(
             "backup removed after the rollback",
@@ -144,6 +155,58 @@ fn a_rollback_is_finished_then_reported() {
             &["pod crash-looping"],
         ),
     ]);
+}
+
+/// Finding D of docs/reliability.md: a rollback once failed "not complete by ...: ." naming
+/// nothing, because what it waited for and what its failure named were computed apart. Now
+/// one list does both: whatever a rollback waits for just before its deadline, its failure
+/// at the deadline names, and a rollback with nothing pending is never a failure.
+#[test]
+fn a_failed_rollback_names_what_it_waited_for() {
+    let cases: Vec<(&str, World, &[&str])> = vec![
+        (
+            "the restored pod is not Ready",
+            rolled_back().new_pod("cp-1", Pod::Starting { started: 135 }),
+            &["is not Ready"],
+        ),
+        (
+            "the restored pod is Ready but not serving while the backup serves",
+            rolled_back().new_pod("cp-1", Pod::ReadyNoIdentity { started: 135 }),
+            &["cp-1: the real pod does not serve yet ("],
+        ),
+        (
+            "the failed pod still runs the target template",
+            rolled_back(),
+            &["cp-1: pod"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (case, world, mentions) in cases {
+        let before = decide(&world.clone().at(130 + 599).build(), &target(ApiServer));
+        let Step::WaitForRollback(wait) = &before else {
+            failures.push(format!("{case}: before the deadline {}", before.name()));
+            continue;
+        };
+        let after = decide(&world.at(130 + 601).build(), &target(ApiServer));
+        let Step::Failed { reason, .. } = &after else {
+            failures.push(format!("{case}: at the deadline {}", after.name()));
+            continue;
+        };
+        if wait.pending.is_empty() || reason.ends_with(": ") {
+            failures.push(format!("{case}: nothing named: {reason}"));
+        }
+        for line in &wait.pending {
+            if !reason.contains(line.as_str()) {
+                failures.push(format!("{case}: {reason:?} does not name {line:?}"));
+            }
+        }
+        for mention in mentions {
+            if !reason.contains(mention) {
+                failures.push(format!("{case}: {reason:?} does not mention {mention:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
 #[test]

@@ -7,9 +7,11 @@ mod builder_backup;
 mod finishing;
 mod laws;
 mod leases;
+mod outages;
 mod resume;
 mod rolling_out;
 mod start;
+mod tainted;
 
 use super::{Step, Target, next_step};
 use crate::observation::Observation;
