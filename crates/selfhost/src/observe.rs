@@ -260,6 +260,7 @@ impl Observer {
             api,
             identity_leases,
             leader_lease,
+            known_starts: Vec::new(),
         }
     }
 

@@ -56,6 +56,19 @@ pub struct Observation {
     /// The leader-election Lease of the controller-manager or scheduler (`None` for the
     /// apiserver, or when the Lease does not exist).
     pub leader_lease: Option<LeaderLease>,
+    /// Pods whose process the engine knows started after an exact moment, because its own
+    /// write made them (a static manifest it wrote): finer than the kubelet's whole seconds.
+    pub known_starts: Vec<KnownStart>,
+}
+
+/// A pod whose process cannot have started before `not_before`: the engine's own write at
+/// that moment (its clock) is what made the pod.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KnownStart {
+    /// The pod's uid.
+    pub pod_uid: String,
+    /// The moment of the write, to the engine's clock's precision.
+    pub not_before: Timestamp,
 }
 
 impl Observation {

@@ -10,7 +10,10 @@
 //! Confirmation without knowing which pod a holder identity `<hostname>_<uuid>` belongs to:
 //! the holder acquired at `acquireTime` on host `hostname`, so its process was running then.
 //! If every pod of the component on that node is either stopped (not running now) or started
-//! after `acquireTime`, none of them can be the holder, and the holder is gone. A node with no
+//! after `acquireTime`, none of them can be the holder, and the holder is gone. Start times
+//! are whole seconds; where the engine's own write made a pod (its update of the DaemonSet,
+//! a static manifest a conversion wrote: [`Observation::known_starts`]) the process started
+//! after that write, known to the millisecond. A node with no
 //! pod of the component at all proves nothing (the holder may run outside our DaemonSets),
 //! and neither does a node that is not Ready (its kubelet is not reporting), nor a container
 //! whose state is unknown. So a Lease whose holder may still be alive is never touched — with

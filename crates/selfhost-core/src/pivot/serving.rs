@@ -266,16 +266,25 @@ fn ambiguous(
 /// [`ROLLBACK_STARTED_AT`] if the write was a rollback (recorded just before the write, with
 /// the engine's clock). A holder the engine saw before its own update can then be told from
 /// the pods the update created, however close in time (on one node the update follows the
-/// backup's first renewal by well under a second with fast pod latencies).
+/// backup's first renewal by well under a second with fast pod latencies). The same holds for
+/// a pod in [`Observation::known_starts`]: a static pod from a manifest the engine wrote.
 pub(super) fn started_no_earlier_than(
     obs: &Observation,
     pod: &PodObservation,
 ) -> Option<Timestamp> {
     let started = pod.process_started_at(container_name(obs))?;
-    Some(match created_after_our_write(obs, pod) {
-        Some(written) => started.max(written),
-        None => started,
-    })
+    // The engine's record of its own writes: a static manifest it wrote made the pod.
+    let known = obs
+        .known_starts
+        .iter()
+        .filter(|k| pod.uid.as_deref() == Some(k.pod_uid.as_str()))
+        .map(|k| k.not_before);
+    Some(
+        created_after_our_write(obs, pod)
+            .into_iter()
+            .chain(known)
+            .fold(started, Timestamp::max),
+    )
 }
 
 /// When selfhost wrote the real DaemonSet's template that `pod` was created from, if `pod` is

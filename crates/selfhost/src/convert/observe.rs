@@ -22,8 +22,8 @@ use selfhost_core::conversion::decide::{LeaseHandOver, NodeComponent};
 use selfhost_core::conversion::{NODE_GATE_VALUE, is_gated, node_gate_label, permits_port_sharing};
 use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
 use selfhost_core::observation::{
-    ApiHealth, DaemonSetObservation, IDENTITY_LABEL, LeaderLease, NodeObservation, Observation,
-    PodObservation,
+    ApiHealth, DaemonSetObservation, IDENTITY_LABEL, KnownStart, LeaderLease, NodeObservation,
+    Observation, PodObservation,
 };
 use selfhost_core::pivot::{LEADER_ELECT_FLAG, PivotOptions, Target, pod_serves};
 use selfhost_core::version::KubeVersion;
@@ -103,6 +103,22 @@ pub struct ConversionView {
     tasks: Vec<JoinHandle<()>>,
     identities: Arc<Mutex<IdentityTracker>>,
     recorder: Arc<Mutex<Recorder>>,
+    manifest_writes: Mutex<Vec<ManifestWrite>>,
+}
+
+/// A static manifest this run wrote: the static pod the kubelet runs from it started after
+/// `at`, a moment known to the millisecond where the kubelet's `startedAt` has whole seconds.
+/// That tells a Lease acquired before the write from the new static pod's process when both
+/// fall in one second (with fast pod starts the usual case: the previous hand-over's standby
+/// acquires moments before the next node's conversion writes its manifest).
+struct ManifestWrite {
+    component: Component,
+    node: String,
+    /// The engine's clock just before the write.
+    at: Timestamp,
+    /// The uids of the component's mirror pods on the node seen before the write: none of
+    /// them is the pod of the new file.
+    mirrors_before: Vec<String>,
 }
 
 impl Drop for ConversionView {
@@ -163,7 +179,61 @@ impl ConversionView {
             tasks: vec![t1, t2, t3, t4, t5],
             identities,
             recorder,
+            manifest_writes: Mutex::default(),
         }
+    }
+
+    /// Notes, just before writing it, that this run writes `component`'s static manifest on
+    /// `node`.
+    pub fn record_manifest_write(&self, component: Component, node: &str) {
+        let mirrors_before = self
+            .mirrors_of(component)
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        let write = ManifestWrite {
+            component,
+            node: node.to_string(),
+            at: Timestamp::now(),
+            mirrors_before,
+        };
+        if let Ok(mut writes) = self.manifest_writes.lock() {
+            writes.retain(|w| (w.component, w.node.as_str()) != (component, node));
+            writes.push(write);
+        }
+    }
+
+    /// The static pods of `component` known to come from a manifest this run wrote: a mirror
+    /// pod on the node written to that was not there before the write and was not created
+    /// before it (its whole-second creation time plus a second is later than the write; a
+    /// pod the kubelet ran from an older file was mirrored before).
+    fn known_starts(&self, component: Component) -> Vec<KnownStart> {
+        let Ok(writes) = self.manifest_writes.lock() else {
+            // A panicked writer leaves no record: nothing is known beyond `startedAt`.
+            return Vec::new();
+        };
+        let mirrors = self.mirrors_of(component);
+        writes
+            .iter()
+            .filter(|w| w.component == component)
+            .flat_map(|w| {
+                mirrors.iter().filter_map(move |p| {
+                    let uid = p.metadata.uid.clone()?;
+                    let on_node = p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                        == Some(w.node.as_str());
+                    let created = p.metadata.creation_timestamp.as_ref()?.0;
+                    let not_older = created
+                        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(1))
+                        .is_ok_and(|end| end > w.at);
+                    let new = on_node && not_older && !w.mirrors_before.contains(&uid);
+                    new.then_some(KnownStart {
+                        pod_uid: uid,
+                        not_before: w.at,
+                    })
+                })
+            })
+            .collect()
     }
 
     /// The run's record of leader changes (and of the `/readyz` probes the run adds).
@@ -352,6 +422,7 @@ impl ConversionView {
             api: ApiHealth::default(),
             identity_leases,
             leader_lease,
+            known_starts: self.known_starts(component),
         };
         let target = Target {
             // Serving is judged without regard to versions; the target only lends its options.

@@ -501,6 +501,10 @@ pub(super) async fn perform(
             let Some(live) = view.daemonset(component) else {
                 return Ok("the DaemonSet is gone; deciding again".into());
             };
+            if !request.dry_run {
+                // Before the write: the static pod it makes starts after this moment.
+                view.record_manifest_write(component, &request.node);
+            }
             let written =
                 to_static::write_manifest(client, request, files, component, &live).await?;
             let extra = if written.is_empty() {

@@ -174,6 +174,7 @@ impl World {
                 },
                 identity_leases: Vec::new(),
                 leader_lease: None,
+                known_starts: Vec::new(),
             },
             identities: true,
             lagging: false,

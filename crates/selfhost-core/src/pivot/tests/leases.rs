@@ -289,3 +289,66 @@ fn the_backups_leadership_is_handed_to_the_new_pods_when_it_goes() {
         ),
     ]);
 }
+
+/// Two nodes: the backup's standby on cp-1 acquired at 40.2 s and its process has stopped;
+/// cp-1's new pod started in second 40 (whole seconds), and the engine knows it started no
+/// earlier than `40 s + known_ms` (its own write made the pod, as a static manifest it wrote
+/// does in a conversion). cp-2's pod could take the Lease too, so only that knowledge can
+/// rule the new pod out as the holder.
+fn known_start_after_the_acquisition(known_ms: u64) -> crate::observation::Observation {
+    let mut w = World::steady(ControllerManager, 2)
+        .backup()
+        .backup_serving()
+        .updated()
+        .new_pod("cp-1", Pod::Serving { started: 40 })
+        .new_pod("cp-2", Pod::Serving { started: 20 })
+        .leader("cp-1", 40)
+        .backup_deleting(70)
+        .at(75);
+    if let Some(lease) = w.obs.leader_lease.as_mut() {
+        lease.acquire_time = Some(time::after(t(40), Duration::from_millis(200)));
+    }
+    stop_backup(&mut w);
+    let mut obs = w.build();
+    let new_pod = obs
+        .real
+        .as_ref()
+        .and_then(|real| {
+            real.pods.iter().find(|p| {
+                p.node.as_deref() == Some("cp-1")
+                    && p.process_started_at("kube-controller-manager") == Some(t(40))
+            })
+        })
+        .and_then(|p| p.uid.clone())
+        .expect("the new pod on cp-1");
+    obs.known_starts.push(crate::observation::KnownStart {
+        pod_uid: new_pod,
+        not_before: time::after(t(40), Duration::from_millis(known_ms)),
+    });
+    obs
+}
+
+#[test]
+fn a_start_the_engine_knows_to_the_millisecond_tells_the_holder_apart() {
+    check(vec![
+        row(
+            "the new pod was made after the acquisition: the holder was the backup's \
+             process, which stopped, so the Lease is handed over though cp-2 could take it",
+            known_start_after_the_acquisition(500),
+            target(ControllerManager),
+            "hand-over-lease",
+            &[
+                "cp-1_uuid-40",
+                "no kube-controller-manager process running on cp-1 is that old",
+            ],
+        ),
+        row(
+            "made before the acquisition: the new pod may hold the Lease, and cp-2's process \
+             could take it from it: left alone",
+            known_start_after_the_acquisition(100),
+            target(ControllerManager),
+            "wait-for-backup-gone",
+            &[],
+        ),
+    ]);
+}
