@@ -316,15 +316,5 @@ pub async fn run_traced(
             ui::say(line);
         }
     }
-    if outcome == Outcome::Done {
-        if !json {
-            ui::say(message);
-        }
-        Ok(Outcome::Done)
-    } else {
-        Err(CliError {
-            outcome,
-            error: anyhow!(message),
-        })
-    }
+    super::conclude(outcome, message, json)
 }

@@ -528,15 +528,5 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
             "components": report.figures(),
         }))?;
     }
-    if outcome == Outcome::Done {
-        if !json {
-            ui::say(message);
-        }
-        Ok(Outcome::Done)
-    } else {
-        Err(CliError {
-            outcome,
-            error: anyhow!(message),
-        })
-    }
+    super::conclude(outcome, message, json)
 }

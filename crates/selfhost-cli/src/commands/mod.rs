@@ -13,3 +13,22 @@ pub mod signals;
 pub mod sim;
 pub mod status;
 pub mod trace;
+
+use crate::exit::{CliError, Outcome};
+
+/// How `apply` and `convert` end once the run has an outcome: done, the message is said on
+/// stderr (unless `-o json`, whose result line carries it) and the command succeeds; any
+/// other outcome ends the command with the message as its error.
+fn conclude(outcome: Outcome, message: String, json: bool) -> Result<Outcome, CliError> {
+    if outcome == Outcome::Done {
+        if !json {
+            crate::ui::say(message);
+        }
+        Ok(Outcome::Done)
+    } else {
+        Err(CliError {
+            outcome,
+            error: anyhow::anyhow!(message),
+        })
+    }
+}

@@ -6,13 +6,10 @@ mod config;
 mod dry_run;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::ListParams;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::ProberOptions;
 use selfhost_sim::{SimCluster, SimTimings};
@@ -27,34 +24,7 @@ async fn static_cluster(port_sharing: bool) -> SimCluster {
         .start()
         .await
         .expect("cluster starts");
-    // Nobody converts a cluster in the second it boots; the kubelet's start times are whole
-    // seconds, so a DaemonSet apiserver started in the same second could not be told apart.
-    let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let list = pods
-            .list(&ListParams::default().labels("component=kube-apiserver"))
-            .await
-            .expect("list");
-        let settled = list.items.iter().all(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .and_then(|c| c.first())
-                .and_then(|c| c.state.as_ref())
-                .and_then(|s| s.running.as_ref())
-                .and_then(|r| r.started_at.as_ref())
-                .is_some_and(|t| Timestamp::now().duration_since(t.0).as_secs() >= 2)
-        });
-        if settled && !list.items.is_empty() {
-            return sim;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the cluster settles"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::settled(sim).await
 }
 
 /// Runs `selfhost convert <direction> --node cp-1 --manifests-dir DIR --yes -o json ARGS`;

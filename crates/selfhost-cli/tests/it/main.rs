@@ -20,7 +20,15 @@ mod summary;
 mod terminals;
 mod usage;
 
+use std::time::Duration;
+
 use assert_cmd::Command;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::ListParams;
+use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::{SimCluster, SimTimings};
 
 /// The binary under test, with a clean environment for the things it reads.
 pub fn selfhost() -> Command {
@@ -98,4 +106,50 @@ pub async fn backups_left(sim: &selfhost_sim::SimCluster) -> Vec<String> {
         .filter_map(|d| d.metadata.name)
         .filter(|n| n.starts_with("temp-upgrade-") || n.starts_with("upgrade-prepull-"))
         .collect()
+}
+
+/// One self-hosted control-plane node at a hundredth of real pod latencies: each step lasts
+/// long enough to be interrupted in, and the machine is not overloaded by the simulation.
+pub async fn one_self_hosted_node() -> SimCluster {
+    SimCluster::builder()
+        .control_plane_nodes(1)
+        .version("v1.33.1")
+        .mode(BootstrapMode::SelfHosted)
+        .port_sharing(true)
+        .timings(SimTimings::scaled(100))
+        .start()
+        .await
+        .expect("cluster starts")
+}
+
+/// Returns `sim` once every kube-apiserver process in it has run for two seconds. Nobody
+/// converts a cluster in the second it boots; the kubelet's start times are whole seconds, so
+/// a DaemonSet apiserver started in the same second could not be told apart.
+pub async fn settled(sim: SimCluster) -> SimCluster {
+    let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = pods
+            .list(&ListParams::default().labels("component=kube-apiserver"))
+            .await
+            .expect("list");
+        let settled = list.items.iter().all(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.as_ref())
+                .is_some_and(|t| Timestamp::now().duration_since(t.0).as_secs() >= 2)
+        });
+        if settled && !list.items.is_empty() {
+            return sim;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cluster settles"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -10,20 +10,6 @@ use std::time::Duration;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::{SimCluster, SimTimings};
 
-/// One node with pod latencies a hundredth of a real cluster's: each step lasts long enough
-/// to be interrupted in, and the machine is not overloaded by the simulation.
-async fn cluster() -> SimCluster {
-    SimCluster::builder()
-        .control_plane_nodes(1)
-        .version("v1.33.1")
-        .mode(BootstrapMode::SelfHosted)
-        .port_sharing(true)
-        .timings(SimTimings::scaled(100))
-        .start()
-        .await
-        .expect("cluster starts")
-}
-
 /// What one interrupted run showed.
 struct Interrupted {
     events: Vec<serde_json::Value>,
@@ -105,7 +91,7 @@ async fn run_and_signal(sim: &SimCluster, args: &[&str], point: &Point) -> Inter
 /// Stops one upgrade per point (v1.33 → v1.34 → v1.35 → v1.36: the kubelets stay on v1.33,
 /// three minors is what the skew policy allows) and resumes it with the printed command.
 async fn stopped_and_resumed(points: &[Point]) {
-    let sim = cluster().await;
+    let sim = crate::one_self_hosted_node().await;
     for (i, point) in points.iter().enumerate() {
         let to = format!("v1.{}.0", 34 + i);
         let run = run_and_signal(&sim, &["apply", &to, "--yes"], point).await;

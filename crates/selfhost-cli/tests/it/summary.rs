@@ -1,26 +1,13 @@
 //! `apply` ends with the disruption the plan expected next to what the engine measured, as
 //! text for people and in the JSON result event for scripts.
 
-use selfhost_sim::bootstrap::BootstrapMode;
-use selfhost_sim::{SimCluster, SimTimings};
+use selfhost_sim::SimCluster;
 
 const COMPONENTS: [&str; 3] = [
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
 ];
-
-async fn cluster() -> SimCluster {
-    SimCluster::builder()
-        .control_plane_nodes(1)
-        .version("v1.33.1")
-        .mode(BootstrapMode::SelfHosted)
-        .port_sharing(true)
-        .timings(SimTimings::scaled(100))
-        .start()
-        .await
-        .expect("cluster starts")
-}
 
 async fn apply(sim: &SimCluster, json: bool) -> std::process::Output {
     let kubeconfig = sim.kubeconfig_path().to_path_buf();
@@ -40,7 +27,7 @@ async fn apply(sim: &SimCluster, json: bool) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_text_summary_sets_measured_disruption_against_the_expected() {
-    let sim = cluster().await;
+    let sim = crate::one_self_hosted_node().await;
     let out = apply(&sim, false).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -78,7 +65,7 @@ async fn the_text_summary_sets_measured_disruption_against_the_expected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_json_result_carries_expected_and_measured_disruption() {
-    let sim = cluster().await;
+    let sim = crate::one_self_hosted_node().await;
     let out = apply(&sim, true).await;
     assert_eq!(
         out.status.code(),

@@ -106,37 +106,7 @@ pub async fn static_cluster() -> SimCluster {
         .start()
         .await
         .expect("cluster starts");
-    let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let list = pods
-            .list(&ListParams::default().labels("component=kube-apiserver"))
-            .await
-            .expect("list");
-        let settled = list.items.iter().all(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .and_then(|c| c.first())
-                .and_then(|c| c.state.as_ref())
-                .and_then(|s| s.running.as_ref())
-                .and_then(|r| r.started_at.as_ref())
-                .is_some_and(|t| {
-                    k8s_openapi::jiff::Timestamp::now()
-                        .duration_since(t.0)
-                        .as_secs()
-                        >= 2
-                })
-        });
-        if settled && !list.items.is_empty() {
-            return sim;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the cluster settles"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::settled(sim).await
 }
 
 pub async fn cluster() -> SimCluster {
