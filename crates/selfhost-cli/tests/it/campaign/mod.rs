@@ -152,11 +152,13 @@ impl Figures {
     }
 }
 
-/// Fault kinds the quick profile (the one `cargo test` runs) leaves out: none since findings
-/// C, G and H of docs/reliability.md were fixed. Put a kind here (and in the docs) only while
-/// an open, documented finding makes it fail depending on timing: CI must not flake on a known
-/// bug. The long profile and replays always keep every kind.
-const QUICK_WITHOUT: &str = "";
+/// Fault kinds the quick profile (the one `cargo test` runs) leaves out. Put a kind here (and
+/// in the docs) only while an open, documented finding makes it fail depending on timing: CI
+/// must not flake on a known bug. Crash-restarts and NotReady windows are out while findings
+/// J (a Lease hand-over after crash-restarts) and K (the API down after a rollback beside a
+/// NotReady window) stand: with them the whole suite failed one quick run in four at the end
+/// of 30 November. The long profile and replays always keep every kind.
+const QUICK_WITHOUT: &str = "crashes,not-ready";
 
 async fn campaign(seeds: Vec<u64>, verbose: bool, without: &'static str) {
     let started = std::time::Instant::now();
