@@ -5,6 +5,7 @@ mod backing_up;
 pub(crate) mod builder;
 mod builder_backup;
 mod finishing;
+mod hold;
 mod laws;
 mod leases;
 mod outages;
