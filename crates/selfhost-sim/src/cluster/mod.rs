@@ -78,7 +78,8 @@ pub use model::{
     LeaderPolicy, Leadership, NodeContainers, ProcessRef, Role, ServingPolicy,
 };
 pub use prober::{
-    PROBE_HEADER, PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries, Prober, ProberOptions,
+    CaughtBy, PROBE_HEADER, PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries, Prober,
+    ProberOptions,
 };
 pub use recorder::{ApiSample, AvailabilityRecorder, PodSample};
 pub use registry::RegistryHandle;
@@ -337,7 +338,11 @@ impl SimCluster {
                 ));
             })
             .await?;
-        Ok(Prober::start(client, options))
+        Ok(Prober::start_attributed(
+            client,
+            options,
+            self.server.connections(),
+        ))
     }
 
     /// Stops every component and the API server, and waits until they are gone.
