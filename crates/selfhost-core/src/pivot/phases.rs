@@ -4,7 +4,10 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
 use super::next_step::{Cx, describe};
-use super::serving::{Serving, identity_publishing, pod_serves, serves_by_identity, soak_ends_at};
+use super::serving::{
+    Serving, identity_publishing, pod_serves, serves_by_identity, serves_despite_its_probe,
+    soak_ends_at,
+};
 use super::step::{Step, Wait, Watch};
 use super::{IdentityPublishing, container_name, lease_hand_over};
 use crate::component::Component;
@@ -173,10 +176,17 @@ impl Cx<'_> {
     /// could. A rollback replaces the pods on the target template (the others already run the
     /// original revision and stay): each of those that serves needs a serving backup pod on its
     /// node, and something must serve once they are gone.
+    ///
+    /// A backup pod whose probe fails counts when its process serves by its own identity
+    /// Lease: the failing target beside it on the shared port may be what answered the probe.
     fn rollback_hazard(&self, backup: &BackupObservation) -> Option<String> {
         let serves = |pod: &PodObservation| pod_serves(self.obs, self.target, pod).is_ok();
-        let serving_backup: Vec<&PodObservation> =
-            backup.daemonset.pods.iter().filter(|p| serves(p)).collect();
+        let serving_backup: Vec<&PodObservation> = backup
+            .daemonset
+            .pods
+            .iter()
+            .filter(|p| serves_despite_its_probe(self.obs, self.target, p))
+            .collect();
         let (replaced, kept): (Vec<&PodObservation>, Vec<&PodObservation>) = self
             .real
             .pods

@@ -293,6 +293,46 @@ fn a_held_rollout_that_fails_is_rolled_back_with_its_own_strategy() {
     ]);
 }
 
+/// One node, the new pod never serving: its process answers the kubelet's probe of the
+/// backup's container on the shared port with 500, so the backup's pod turns not Ready while
+/// its process keeps serving and renewing its own identity Lease.
+fn backup_probe_answered_by_the_target(world: World) -> World {
+    let mut world = world;
+    for pod in &mut world.backup_mut().daemonset.pods {
+        pod.ready = false;
+        for container in &mut pod.containers {
+            container.ready = false;
+        }
+    }
+    world
+}
+
+#[test]
+fn a_backup_whose_probe_the_failing_target_answers_still_covers_the_rollback() {
+    check(vec![
+        row(
+            "one node: the backup serves by its own identity, its probe fails",
+            backup_probe_answered_by_the_target(
+                held(1).new_pod("cp-1", Pod::ReadyNoIdentity { started: 40 }),
+            )
+            .at(UPDATE_AT + 301)
+            .build(),
+            target(ApiServer),
+            "roll-back",
+            &["no identity Lease of its own"],
+        ),
+        row(
+            "no other process on its node could have answered its probe",
+            backup_probe_answered_by_the_target(held(1).new_pod("cp-1", Pod::ImagePull))
+                .at(60)
+                .build(),
+            target(ApiServer),
+            "failed",
+            &["rolling back is not safe", "is not Ready"],
+        ),
+    ]);
+}
+
 #[test]
 fn every_state_a_killed_held_run_leaves_is_continued() {
     check(vec![
