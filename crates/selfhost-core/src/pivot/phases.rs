@@ -509,13 +509,17 @@ impl Cx<'_> {
             .daemonset
             .pods_on(node)
             .find_map(|b| pod_serves(self.obs, self.target, b).ok())?;
+        let held = self.held_strategy().is_some();
+        // Under selfhost's own hold the old pod goes as the controller would delete it, with
+        // its own grace period (its `--shutdown-delay-duration` drains it); the grace is
+        // shortened once its successor serves (`shorten_terminating`).
         let grace = match cover {
+            _ if held => None,
             Serving::Identity { .. } | Serving::Identities { .. } => Some(
                 i64::try_from(self.target.options.shortened_grace.as_secs()).unwrap_or(i64::MAX),
             ),
             Serving::Soaked | Serving::Standby => None,
         };
-        let held = self.held_strategy().is_some();
         Some(Step::DeleteOldPod {
             pod: pod.name.clone(),
             uid: pod.uid.clone(),

@@ -47,6 +47,21 @@ impl World {
     }
 }
 
+/// The old pod of `node`, still there beside its successor, Terminating with `grace` seconds
+/// since `UPDATE_AT + 1` (add after [`World::new_pod`], which replaces a node's pods).
+fn old_lingering(mut world: World, node: &str, grace: i64) -> World {
+    let mut pod = world.pod(
+        &format!("old-{node}"),
+        node,
+        1,
+        Pod::Serving { started: -3600 },
+    );
+    pod.deleting_since = Some(super::builder::t(UPDATE_AT + 1));
+    pod.deletion_grace_seconds = Some(grace);
+    world.real_mut().pods.push(pod);
+    world
+}
+
 /// Three nodes, backup serving, the real DaemonSet updated and held at [`UPDATE_AT`].
 fn held(nodes: usize) -> World {
     World::steady(ApiServer, nodes)
@@ -134,7 +149,7 @@ fn a_held_rollout_moves_to_the_next_node_only_once_every_new_pod_serves() {
             &[
                 "old-cp-1",
                 "holds the rollout",
-                "\"grace_period_seconds\":5",
+                "\"grace_period_seconds\":null",
             ],
         ),
         row(
@@ -175,12 +190,31 @@ fn a_held_rollout_moves_to_the_next_node_only_once_every_new_pod_serves() {
             &["old-cp-2", "holds the rollout"],
         ),
         row(
+            "the first node's old pod Terminating with its own grace, its successor serving",
+            old_lingering(
+                held(3).new_pod("cp-1", Pod::Serving { started: 40 }),
+                "cp-1",
+                30,
+            )
+            .at(50)
+            .build(),
+            target(ApiServer),
+            "delete-old-pod",
+            &[
+                "old-cp-1",
+                "\"grace_period_seconds\":5",
+                "serves by its own identity Lease",
+            ],
+        ),
+        row(
             "the first node's old pod lingers Terminating: it has left the port",
-            held(3)
-                .old_terminating("cp-1", 5)
-                .new_pod("cp-1", Pod::Serving { started: 40 })
-                .at(50)
-                .build(),
+            old_lingering(
+                held(3).new_pod("cp-1", Pod::Serving { started: 40 }),
+                "cp-1",
+                5,
+            )
+            .at(50)
+            .build(),
             target(ApiServer),
             "delete-old-pod",
             &["old-cp-2"],
