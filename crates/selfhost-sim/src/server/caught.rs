@@ -43,6 +43,21 @@ impl ConnectionLog {
         map.insert(client, catcher);
     }
 
+    /// The processes that caught a connection still remembered, each once (for figures of
+    /// how many connections a broken process caught: [`ServingProcess::connections`]).
+    pub fn processes(&self) -> Vec<Arc<ServingProcess>> {
+        let map = self.by_client.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<Arc<ServingProcess>> = Vec::new();
+        for catcher in map.values() {
+            if let Catcher::Process(p) = catcher
+                && !out.iter().any(|known| Arc::ptr_eq(known, p))
+            {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
     /// Where the latest connection from `client` went, if the server accepted one.
     pub fn catcher(&self, client: SocketAddr) -> Option<Catcher> {
         let map = self.by_client.lock().unwrap_or_else(|e| e.into_inner());
