@@ -31,6 +31,10 @@ pub enum Fact {
     /// A leader-election Lease was created by `holder` (a standby acquiring, or a leader that
     /// found its Lease gone creating it again).
     LeaseTaken { lease: String, holder: String },
+    /// A standby took a leader-election Lease over without the engine deleting it (the
+    /// holder's renewals stopped and the Lease expired): `waited` from the old holder's last
+    /// write to the takeover.
+    LeaseTakenOver { lease: String, waited: Duration },
     /// A pod of a real (not backup) DaemonSet of `component` became Ready.
     RealPodReady { component: Component },
 }
@@ -134,6 +138,8 @@ impl StoreTap {
             async move {
                 // Real pods seen Ready, so that only a change to Ready counts.
                 let mut ready = std::collections::BTreeSet::new();
+                // Each leader Lease's holder and when it last wrote the Lease.
+                let mut holders = std::collections::BTreeMap::<String, (String, Duration)>::new();
                 let mut revisions = store.subscribe_revisions();
                 let mut last = store.revision();
                 while revisions.changed().await.is_ok() {
@@ -150,7 +156,23 @@ impl StoreTap {
                         }
                         let kind = event.event_type.as_str();
                         let name = short(obj, &["metadata", "name"]);
-                        let fact = match (event.resource.plural, kind) {
+                        let mut fact = None;
+                        if event.resource.plural == "leases"
+                            && leader_lease_component(&name).is_some()
+                        {
+                            let holder = short(obj, &["spec", "holderIdentity"]);
+                            let before = holders.insert(name.clone(), (holder.clone(), at));
+                            if kind == "MODIFIED"
+                                && let Some((previous, written)) = before
+                                && previous != holder
+                            {
+                                fact = Some(Fact::LeaseTakenOver {
+                                    lease: name.clone(),
+                                    waited: at.saturating_sub(written),
+                                });
+                            }
+                        }
+                        let fact = fact.or(match (event.resource.plural, kind) {
                             ("leases", "DELETED" | "ADDED")
                                 if leader_lease_component(&name).is_some() =>
                             {
@@ -178,7 +200,7 @@ impl StoreTap {
                                 _ => None,
                             },
                             _ => None,
-                        };
+                        });
                         if let Some(fact) = fact {
                             facts.lock().expect("facts").push(Seen { at, fact });
                         }
@@ -255,6 +277,9 @@ struct Excess {
     /// Streaks of hand-overs of a holder that was alive (it created its Lease again after the
     /// deletion): from the first such deletion to the holder's last re-creation.
     live_holder_handed_over: Duration,
+    /// Leases taken over by a standby after they expired (not handed over): from the old
+    /// holder's last write to the takeover.
+    expiries: Duration,
     /// From the last real pod's Ready to the backup's removal (committed): for the apiserver
     /// this includes waiting for the new process's identity Lease to be attributable.
     ready_to_removal: Duration,
@@ -304,6 +329,14 @@ fn excess_of(component: Component, facts: &[Seen], did: &[Did]) -> Option<Excess
                 }
                 _ => None,
             });
+        excess.expiries = facts
+            .iter()
+            .filter(|s| (started..=finished).contains(&s.at))
+            .filter_map(|s| match &s.fact {
+                Fact::LeaseTakenOver { lease: l, waited } if l == lease => Some(*waited),
+                _ => None,
+            })
+            .sum();
         let mut gone: Option<(Duration, &str)> = None;
         let mut streak: Option<(Duration, Duration)> = None;
         for (at, taken, holder) in changes {
@@ -353,8 +386,15 @@ pub fn account(facts: &[Seen], did: &[Did], bound_per_component: Duration, wall:
         secs(bound_per_component)
     );
     println!(
-        "{:<24} {:>7} {:>7} {:>13} {:>13} {:>13} {:>7}",
-        "component", "elapsed", "excess", "acquisitions", "live holder", "ready->remove", "rest"
+        "{:<24} {:>7} {:>7} {:>13} {:>13} {:>13} {:>13} {:>7}",
+        "component",
+        "elapsed",
+        "excess",
+        "acquisitions",
+        "live holder",
+        "lease expiry",
+        "ready->remove",
+        "rest"
     );
     let first_start = did
         .iter()
@@ -370,31 +410,38 @@ pub fn account(facts: &[Seen], did: &[Did], bound_per_component: Duration, wall:
         let rest = over
             - e.acquisitions.as_secs_f64()
             - e.live_holder_handed_over.as_secs_f64()
+            - e.expiries.as_secs_f64()
             - e.ready_to_removal.as_secs_f64();
         println!(
-            "{:<24} {:>7} {:>7.3} {:>13} {:>13} {:>13} {:>7.3}",
+            "{:<24} {:>7} {:>7.3} {:>13} {:>13} {:>13} {:>13} {:>7.3}",
             component.name(),
             secs(e.elapsed),
             over,
             secs(e.acquisitions),
             secs(e.live_holder_handed_over),
+            secs(e.expiries),
             secs(e.ready_to_removal),
             rest
         );
         total.elapsed += e.elapsed;
         total.acquisitions += e.acquisitions;
         total.live_holder_handed_over += e.live_holder_handed_over;
+        total.expiries += e.expiries;
         total.ready_to_removal += e.ready_to_removal;
         total_excess += over;
     }
-    let named = total.acquisitions + total.live_holder_handed_over + total.ready_to_removal;
+    let named = total.acquisitions
+        + total.live_holder_handed_over
+        + total.expiries
+        + total.ready_to_removal;
     println!(
-        "{:<24} {:>7} {:>7.3} {:>13} {:>13} {:>13} {:>7.3}",
+        "{:<24} {:>7} {:>7.3} {:>13} {:>13} {:>13} {:>13} {:>7.3}",
         "all",
         secs(total.elapsed),
         total_excess,
         secs(total.acquisitions),
         secs(total.live_holder_handed_over),
+        secs(total.expiries),
         secs(total.ready_to_removal),
         total_excess - named.as_secs_f64()
     );
