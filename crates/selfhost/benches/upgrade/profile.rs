@@ -6,6 +6,7 @@
 //! ends with an accounting of the run's time above the lower bound, per component (see
 //! [`account`]).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -127,6 +128,55 @@ fn ds_line(obj: &Value) -> String {
     )
 }
 
+/// Turns committed changes into [`Fact`]s; remembers what a fact depends on.
+#[derive(Default)]
+struct Classifier {
+    /// Real pods seen Ready, so that only a change to Ready counts.
+    ready: BTreeSet<String>,
+    /// Each leader Lease's holder and when it last wrote the Lease.
+    holders: BTreeMap<String, (String, Duration)>,
+}
+
+impl Classifier {
+    /// The fact a change of `plural` named `name` (`kind`: ADDED, MODIFIED, DELETED) is, if
+    /// any.
+    fn classify(
+        &mut self,
+        plural: &str,
+        kind: &str,
+        name: &str,
+        obj: &Value,
+        at: Duration,
+    ) -> Option<Fact> {
+        match plural {
+            "leases" if leader_lease_component(name).is_some() => {
+                let lease = name.to_string();
+                let holder = short(obj, &["spec", "holderIdentity"]);
+                let before = self.holders.insert(lease.clone(), (holder.clone(), at));
+                match kind {
+                    "ADDED" => Some(Fact::LeaseTaken { lease, holder }),
+                    "DELETED" => Some(Fact::LeaseGone { lease, holder }),
+                    _ => match before {
+                        Some((previous, written)) if previous != holder => {
+                            Some(Fact::LeaseTakenOver {
+                                lease,
+                                waited: at.saturating_sub(written),
+                            })
+                        }
+                        _ => None,
+                    },
+                }
+            }
+            "pods" => {
+                let component = real_pod_component(name)?;
+                (kind != "DELETED" && is_ready(obj) && self.ready.insert(name.to_string()))
+                    .then_some(Fact::RealPodReady { component })
+            }
+            _ => None,
+        }
+    }
+}
+
 impl StoreTap {
     /// Starts copying from `store`, timing from `zero`.
     pub fn start(store: Store, zero: Instant) -> StoreTap {
@@ -136,10 +186,7 @@ impl StoreTap {
             let lines = Arc::clone(&lines);
             let facts = Arc::clone(&facts);
             async move {
-                // Real pods seen Ready, so that only a change to Ready counts.
-                let mut ready = std::collections::BTreeSet::new();
-                // Each leader Lease's holder and when it last wrote the Lease.
-                let mut holders = std::collections::BTreeMap::<String, (String, Duration)>::new();
+                let mut classifier = Classifier::default();
                 let mut revisions = store.subscribe_revisions();
                 let mut last = store.revision();
                 while revisions.changed().await.is_ok() {
@@ -156,51 +203,7 @@ impl StoreTap {
                         }
                         let kind = event.event_type.as_str();
                         let name = short(obj, &["metadata", "name"]);
-                        let mut fact = None;
-                        if event.resource.plural == "leases"
-                            && leader_lease_component(&name).is_some()
-                        {
-                            let holder = short(obj, &["spec", "holderIdentity"]);
-                            let before = holders.insert(name.clone(), (holder.clone(), at));
-                            if kind == "MODIFIED"
-                                && let Some((previous, written)) = before
-                                && previous != holder
-                            {
-                                fact = Some(Fact::LeaseTakenOver {
-                                    lease: name.clone(),
-                                    waited: at.saturating_sub(written),
-                                });
-                            }
-                        }
-                        let fact = fact.or(match (event.resource.plural, kind) {
-                            ("leases", "DELETED" | "ADDED")
-                                if leader_lease_component(&name).is_some() =>
-                            {
-                                let holder = short(obj, &["spec", "holderIdentity"]);
-                                Some(if kind == "ADDED" {
-                                    Fact::LeaseTaken {
-                                        lease: name.clone(),
-                                        holder,
-                                    }
-                                } else {
-                                    Fact::LeaseGone {
-                                        lease: name.clone(),
-                                        holder,
-                                    }
-                                })
-                            }
-                            ("pods", _) => match real_pod_component(&name) {
-                                Some(component)
-                                    if kind != "DELETED"
-                                        && is_ready(obj)
-                                        && ready.insert(name.clone()) =>
-                                {
-                                    Some(Fact::RealPodReady { component })
-                                }
-                                _ => None,
-                            },
-                            _ => None,
-                        });
+                        let fact = classifier.classify(event.resource.plural, kind, &name, obj, at);
                         if let Some(fact) = fact {
                             facts.lock().expect("facts").push(Seen { at, fact });
                         }
