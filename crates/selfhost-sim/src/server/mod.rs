@@ -335,6 +335,14 @@ impl SimServer {
         kube::Client::try_from(config).map_err(|e| SimError::Client(e.to_string()))
     }
 
+    /// The kube client configuration of this server's kubeconfig, for a client built by hand.
+    ///
+    /// # Errors
+    /// The kubeconfig cannot be read as a client configuration.
+    pub async fn config(&self) -> Result<kube::Config, SimError> {
+        config_for(&self.kubeconfig_yaml).await
+    }
+
     /// A kubeconfig for this server that authenticates as `user` with a freshly minted
     /// bearer token (the text holds the token: do not log it).
     ///

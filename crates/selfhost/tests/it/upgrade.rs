@@ -151,7 +151,7 @@ fn failures(report: &ProbeReport) -> (usize, usize) {
 /// often) a prober reading every 10 ms on two worker threads, and two at once on a two-core
 /// machine stall each other's probes (a 1 s timer was seen firing 0.6 s late) — the load, not
 /// the hand-over, would then decide the count of failed probes.
-static ONE_PROBED_UPGRADE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub static ONE_PROBED_UPGRADE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn upgrade_with_prober(
     nodes: usize,

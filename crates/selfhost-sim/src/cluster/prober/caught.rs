@@ -92,10 +92,14 @@ impl LastConnection {
     }
 }
 
-/// Who caught the connection of `last`, by the server's log.
+/// Who caught the connection of `last`, by the server's log; when no connection was
+/// established (reset before its TLS handshake ended), by the connections dialled during the
+/// attempt that never carried a request (`dialled`): all of them must have gone to the same
+/// place to say where.
 pub(super) fn caught_by(
     log: Option<&ConnectionLog>,
     last: &LastConnection,
+    dialled: &[SocketAddr],
     at: Instant,
 ) -> CaughtBy {
     let Some(log) = log else {
@@ -103,18 +107,45 @@ pub(super) fn caught_by(
             why: "the prober has no connection log (not a simulated cluster)".into(),
         };
     };
-    let Some(local) = last.local_addr() else {
-        return CaughtBy::Unknown {
-            why: "no connection was established".into(),
+    if let Some(local) = last.local_addr() {
+        return match log.catcher(local) {
+            None => CaughtBy::Unknown {
+                why: format!("the server noted no connection from {local}"),
+            },
+            Some(catcher) => of(&catcher, at),
         };
-    };
-    match log.catcher(local) {
+    }
+    let caught: Vec<CaughtBy> = dialled
+        .iter()
+        .filter_map(|local| log.catcher(*local))
+        .map(|catcher| of(&catcher, at))
+        .collect();
+    match caught.split_first() {
         None => CaughtBy::Unknown {
-            why: format!("the server noted no connection from {local}"),
+            why: "no connection was established, and the server noted none dialled during the \
+                  attempt"
+                .into(),
         },
-        Some(Catcher::Direct) => CaughtBy::Simulator,
-        Some(Catcher::Refused) => CaughtBy::Refused,
-        Some(Catcher::Process(p)) => {
+        Some((first, rest)) if rest.iter().all(|c| c == first) => first.clone(),
+        Some(_) => CaughtBy::Unknown {
+            why: format!(
+                "no connection was established, and those dialled during the attempt went to \
+                 different places: {}",
+                caught
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        },
+    }
+}
+
+fn of(catcher: &Catcher, at: Instant) -> CaughtBy {
+    match catcher {
+        Catcher::Direct => CaughtBy::Simulator,
+        Catcher::Refused => CaughtBy::Refused,
+        Catcher::Process(p) => {
             let origin = p.origin();
             CaughtBy::Process {
                 node: origin.map(|o| o.node.clone()).unwrap_or_default(),

@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::server::ConnectionLog;
 
 mod caught;
+mod dial;
 
 pub use caught::CaughtBy;
 use caught::{LastConnection, caught_by};
@@ -220,29 +221,38 @@ struct Transport {
     used: Mutex<HashSet<SocketAddr>>,
     /// The simulator's record of who caught each connection, when probing a simulator.
     connections: Option<Arc<ConnectionLog>>,
+    /// The connections the prober's own connector dialled (empty with another client).
+    dials: dial::Dials,
 }
 
 impl Prober {
     /// Starts probing with `client` (give it no retries of its own: the prober replays only
     /// what Go's transport would, and records it).
     pub fn start(client: kube::Client, options: ProberOptions) -> Prober {
-        Self::start_with(client, options, None)
+        Self::start_with(client, options, None, dial::Dials::default())
     }
 
     /// [`Prober::start`] against a simulated cluster whose connection log says who caught
-    /// each failed attempt ([`ProbeSample::caught_by`]).
+    /// each failed attempt ([`ProbeSample::caught_by`]), with a client made from `config`
+    /// (no retries, no timeouts of its own) whose connector notes every connection it dials.
+    ///
+    /// # Errors
+    /// The client cannot be made from `config` (its TLS or credentials).
     pub fn start_attributed(
-        client: kube::Client,
+        config: kube::Config,
         options: ProberOptions,
         connections: Arc<ConnectionLog>,
-    ) -> Prober {
-        Self::start_with(client, options, Some(connections))
+    ) -> Result<Prober, kube::Error> {
+        let dials = dial::Dials::default();
+        let client = dial::client(config, dials.clone())?;
+        Ok(Self::start_with(client, options, Some(connections), dials))
     }
 
     fn start_with(
         client: kube::Client,
         options: ProberOptions,
         connections: Option<Arc<ConnectionLog>>,
+        dials: dial::Dials,
     ) -> Prober {
         let since = Instant::now();
         let series = || ProbeSeries {
@@ -259,6 +269,7 @@ impl Prober {
             client,
             used: Mutex::default(),
             connections,
+            dials,
         });
         let reads = {
             let (transport, options, log) = (transport.clone(), options.clone(), log.clone());
@@ -367,10 +378,20 @@ where
         },
     };
     let finished = Instant::now();
-    let caught_by = outcome
-        .result
-        .is_err()
-        .then(|| caught_by(transport.connections.as_deref(), &last, finished));
+    let caught_by = outcome.result.is_err().then(|| {
+        // Connections dialled during the attempt that never carried a request to its end.
+        let dialled: Vec<SocketAddr> = {
+            let used = lock(&transport.used);
+            transport
+                .dials
+                .between(started, finished)
+                .into_iter()
+                .map(|d| d.local)
+                .filter(|local| !used.contains(local))
+                .collect()
+        };
+        caught_by(transport.connections.as_deref(), &last, &dialled, finished)
+    });
     ProbeSample {
         started,
         finished,
