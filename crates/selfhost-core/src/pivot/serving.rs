@@ -22,7 +22,11 @@
 //!   take it over from each other on every renewal, and for processes that were already
 //!   running when the engine started watching.
 //!
-//! Neither can be fooled by a probe answered by another process: a process that does not
+//! - **record**: for a backup pod, the holder that the run which updated the real DaemonSet
+//!   attributed to it, while the pod runs the same process and the holder is renewed (see
+//!   `recorded.rs`): a run resumed after that one was killed did not see the hand-overs.
+//!
+//! None can be fooled by a probe answered by another process: a process that does not
 //! serve publishes nothing.
 //!
 //! Controller-managers and schedulers publish nothing while on standby; for them serving
@@ -84,6 +88,15 @@ pub enum Serving {
         /// The holder identity attributed to the pod.
         holder: String,
     },
+    /// A backup kube-apiserver pod whose holder the run that updated the real DaemonSet
+    /// attributed to it, still renewed by the same process (see `recorded.rs`): what a
+    /// resumed run knows of hand-overs it did not watch.
+    Recorded {
+        /// The Lease.
+        lease: String,
+        /// The holder identity recorded for the pod.
+        holder: String,
+    },
     /// A kube-apiserver on a host with as many live identities as apiserver processes.
     Identities {
         /// The holders live on the host.
@@ -143,6 +156,12 @@ pub fn pod_serves(
                     holder: sighting.holder.clone(),
                 });
             }
+            if let Some(sighting) = super::recorded::recorded_identity(obs, pod, started) {
+                return Ok(Serving::Recorded {
+                    lease: sighting.lease.clone(),
+                    holder: sighting.holder.clone(),
+                });
+            }
             match counted_identities(obs, pod) {
                 Some(holders) => Ok(Serving::Identities { holders }),
                 None => Err(format!(
@@ -161,7 +180,7 @@ pub fn pod_serves(
 pub(crate) fn serves_by_identity(obs: &Observation, target: &Target, pod: &PodObservation) -> bool {
     matches!(
         pod_serves(obs, target, pod),
-        Ok(Serving::Identity { .. } | Serving::Identities { .. })
+        Ok(Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. })
     )
 }
 
@@ -233,7 +252,10 @@ fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<Vec<Str
 }
 
 /// The node a sighting's host is, by hostname label.
-fn sighting_node<'a>(obs: &'a Observation, sighting: &IdentitySighting) -> Option<&'a str> {
+pub(super) fn sighting_node<'a>(
+    obs: &'a Observation,
+    sighting: &IdentitySighting,
+) -> Option<&'a str> {
     let hostname = sighting.hostname.as_deref()?;
     obs.node_by_hostname(hostname)
         .map(|node| node.name.as_str())
