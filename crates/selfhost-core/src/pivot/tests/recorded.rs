@@ -23,10 +23,21 @@ fn holder(node: &str, process: &str) -> String {
     format!("{}_{process}", lease(node))
 }
 
-/// The first run, at `t(10)`: backup pods Ready on every node, and their holders seen taking
-/// each host's Lease over from the old pods' (or, `watched: false`, only both holders renewing:
-/// proven by counting, attributed to nobody).
-fn first_run(watched: bool) -> Observation {
+/// What the first run saw of the backup's holders.
+#[derive(Clone, Copy)]
+enum Seen {
+    /// Each taking its host's Lease over from the old pod's holder.
+    TakingOver,
+    /// Only renewing beside the old pod's holder, which the engine saw before it created the
+    /// backup (processes started in the same second: the start times order nothing).
+    AfterTheOldOnes,
+    /// Only renewing, beside holders first seen no earlier (or at unknown times).
+    Renewing,
+}
+
+/// The first run, at `t(10)`: backup pods Ready on every node (created at `t(1)`), their
+/// holders seen as `seen` says.
+fn first_run(seen: Seen) -> Observation {
     let mut world = World::steady(ApiServer, 3).backup();
     for node in NODES {
         world = world.backup_pod(node, Pod::ReadyNoIdentity { started: 2 });
@@ -35,10 +46,17 @@ fn first_run(watched: bool) -> Observation {
     world.obs.identity_leases = NODES
         .iter()
         .flat_map(|node| {
-            [
-                sighting(node, "old", None, 9),
-                sighting(node, "backup", watched.then(|| t(3)), 9),
-            ]
+            let mut old = sighting(node, "old", None, 9);
+            let mut backup = sighting(node, "backup", None, 9);
+            match seen {
+                Seen::TakingOver => backup.holder_since = Some(t(3)),
+                Seen::AfterTheOldOnes => {
+                    old.first_seen = Some(t(0));
+                    backup.first_seen = Some(t(3));
+                }
+                Seen::Renewing => {}
+            }
+            [old, backup]
         })
         .collect();
     world.build()
@@ -56,6 +74,7 @@ fn sighting(
         holder: holder(node, process),
         holder_since: since,
         last_renewed: Some(t(renewed)),
+        first_seen: None,
     }
 }
 
@@ -125,7 +144,7 @@ fn edited(record: &str, edit: impl Fn(&mut RecordedIdentity)) -> String {
 
 #[test]
 fn the_update_records_the_holder_attributed_to_each_backup_pod() {
-    let record = recorded(&first_run(true)).expect("a record");
+    let record = recorded(&first_run(Seen::TakingOver)).expect("a record");
     let entries: Vec<RecordedIdentity> = serde_json::from_str(&record).expect("JSON");
     assert_eq!(entries.len(), 3, "{entries:?}");
     for node in NODES {
@@ -147,12 +166,40 @@ fn the_update_records_the_holder_attributed_to_each_backup_pod() {
 fn a_backup_proven_only_by_counting_is_not_recorded() {
     // Two holders for two processes on each host prove both serve, but say nothing about
     // which holder is the backup's: the record would be a guess.
-    assert_eq!(recorded(&first_run(false)), None);
+    assert_eq!(recorded(&first_run(Seen::Renewing)), None);
+}
+
+#[test]
+fn a_holder_left_once_the_old_ones_are_eliminated_is_the_backups() {
+    // The old pods' holders were seen before the backup existed, so they are not a backup
+    // process's; with two processes and two holders per host, the other holder is.
+    let record = recorded(&first_run(Seen::AfterTheOldOnes)).expect("a record");
+    let entries: Vec<RecordedIdentity> = serde_json::from_str(&record).expect("JSON");
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.holder == holder(&e.node, "backup")),
+        "{entries:?}"
+    );
+    // Not for a backup adopted long after it was created: its pods may predate the adoption.
+    let mut adopted = first_run(Seen::AfterTheOldOnes);
+    let backup = adopted.backup.as_mut().expect("backup");
+    backup.daemonset.created = Some(t(-600));
+    assert_eq!(recorded(&adopted), None);
+    // Nor with a third process on a host (one more holder first seen after the backup).
+    let mut crowded = first_run(Seen::AfterTheOldOnes);
+    crowded
+        .identity_leases
+        .push(sighting("cp-1", "stranger", None, 9));
+    let record = recorded(&crowded).expect("the other nodes are recorded");
+    let entries: Vec<RecordedIdentity> = serde_json::from_str(&record).expect("JSON");
+    assert!(entries.iter().all(|e| e.node != "cp-1"), "{entries:?}");
 }
 
 #[test]
 fn a_resumed_run_proves_the_backup_by_the_record_and_rolls_back() {
-    let record = recorded(&first_run(true)).expect("a record");
+    let record = recorded(&first_run(Seen::TakingOver)).expect("a record");
     let restarted = |mut w: World| {
         for pod in &mut w.backup_mut().daemonset.pods {
             if pod.node.as_deref() == Some("cp-2") {
@@ -235,7 +282,7 @@ fn a_resumed_run_proves_the_backup_by_the_record_and_rolls_back() {
 fn a_record_holds_only_for_the_same_process_while_its_holder_renews() {
     // cp-2's backup container restarted since the record (a new process, a new holder);
     // cp-3's recorded holder was last renewed 50 s ago (its process stopped serving).
-    let record = recorded(&first_run(true)).expect("a record");
+    let record = recorded(&first_run(Seen::TakingOver)).expect("a record");
     let obs = resumed(Some(record), |mut w| {
         for pod in &mut w.backup_mut().daemonset.pods {
             if pod.node.as_deref() == Some("cp-2") {
@@ -262,7 +309,7 @@ fn a_record_holds_only_for_the_same_process_while_its_holder_renews() {
 
 #[test]
 fn a_record_never_makes_a_pod_of_the_real_daemonset_serve() {
-    let record = recorded(&first_run(true)).expect("a record");
+    let record = recorded(&first_run(Seen::TakingOver)).expect("a record");
     let obs = resumed(Some(record), |w| w);
     let real = obs.real.as_ref().expect("real");
     for pod in &real.pods {
