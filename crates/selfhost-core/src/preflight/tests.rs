@@ -329,8 +329,10 @@ fn on_a_resume_an_apiserver_serving_by_identity_outweighs_one_failed_readyz() {
         w.obs.api.git_version = None;
         w
     };
+    /// A change to each component's world, capturing the helpers above.
+    type Boxed = Box<dyn Fn(Component, World) -> World>;
     // (case, the world, the verdict, a phrase of the message)
-    let rows: Vec<(&str, Box<dyn Fn(Component, World) -> World>, Verdict, &str)> = vec![
+    let rows: Vec<(&str, Boxed, Verdict, &str)> = vec![
         (
             "a fresh run: one failed /readyz refuses",
             Box::new(move |_, w| shutting_down(w)),
