@@ -12,6 +12,7 @@
 //! | backup DaemonSet | target version, original template ([`crate::backup`]) | [`Step::CreateBackup`], [`Step::AdoptBackup`] |
 //! | backup DaemonSet | [`BACKUP_CREATED_AT`]: start of the backup wait | [`Step::CreateBackup`] |
 //! | real DaemonSet | [`UPDATE_STARTED_AT`]: start of the rollout deadline | [`Step::UpdateReal`] |
+//! | real DaemonSet | [`BACKUP_IDENTITIES`]: which identity holder is each backup pod's | [`Step::UpdateReal`] |
 //! | real DaemonSet | [`APPLIED_TEMPLATE_HASH`], [`APPLIED_OVER_GENERATION`]: which template we applied on top of which | [`Step::UpdateReal`], [`Step::RollBack`] |
 //! | real DaemonSet | [`ROLLBACK_STARTED_AT`], [`ROLLBACK_REASON`]: a rollback and why | [`Step::RollBack`] |
 //! | real DaemonSet | [`HELD_UPDATE_STRATEGY`]: the strategy `OnDelete` replaced while the apiserver's rollout is held (`hold.rs`) | [`Step::UpdateReal`]; removed by [`Step::RestoreUpdateStrategy`], [`Step::RollBack`] |
@@ -29,6 +30,7 @@ mod hold;
 mod leader;
 mod next_step;
 mod phases;
+mod recorded;
 mod rolling_back;
 mod serving;
 mod step;
@@ -44,6 +46,7 @@ pub use backup_template::backup_daemonset;
 pub use hold::{HELD_UPDATE_STRATEGY, describe_strategy};
 pub use leader::{LEADER_ELECT_FLAG, leader_is_new_process, lease_hand_over};
 pub use next_step::next_step;
+pub use recorded::{BACKUP_IDENTITIES, RecordedIdentity};
 pub use serving::{IdentityPublishing, Serving, identity_publishing, pod_serves};
 pub use step::{Step, Update, Wait, Watch};
 

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
+use super::recorded::{BACKUP_IDENTITIES, backup_identities};
 use super::step::{Step, Update, Wait, Watch};
 use super::{
     APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, BACKUP_CREATED_AT, HELD_UPDATE_STRATEGY,
@@ -189,19 +190,22 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// The update to the target, starting the rollout clock, and holding the rollout where
-    /// the controller must not pace it (see `hold.rs`).
-    pub(super) fn update_to_target(&self) -> Step {
+    /// The update to the target, starting the rollout clock, recording which identity holder
+    /// is each backup pod's (for a run that resumes this one: `recorded.rs`), and holding the
+    /// rollout where the controller must not pace it (see `hold.rs`).
+    pub(super) fn update_to_target(&self, backup: &BackupObservation) -> Step {
         let mut set = vec![(UPDATE_STARTED_AT, time::format(self.now()))];
+        let mut remove = vec![ROLLBACK_STARTED_AT, ROLLBACK_REASON];
+        match backup_identities(self.obs, self.target, backup) {
+            Some(record) => set.push((BACKUP_IDENTITIES, record)),
+            // A record left by an earlier upgrade names pods long gone; drop it.
+            None => remove.push(BACKUP_IDENTITIES),
+        }
         let hold = self.hold_on_update();
         if let Some((_, recorded)) = &hold {
             set.push((HELD_UPDATE_STRATEGY, recorded.clone()));
         }
-        let mut update = self.update(
-            &self.target.template,
-            &set,
-            &[ROLLBACK_STARTED_AT, ROLLBACK_REASON],
-        );
+        let mut update = self.update(&self.target.template, &set, &remove);
         update.update_strategy = hold.map(|(strategy, _)| strategy);
         Step::UpdateReal(update)
     }

@@ -247,7 +247,7 @@ impl Cx<'_> {
                     fix: "re-run with --accept-downtime to accept it".into(),
                 };
             }
-            return self.update_to_target();
+            return self.update_to_target(backup);
         }
         let signals = failure_signals(
             &backup.daemonset.pods,
@@ -515,9 +515,12 @@ impl Cx<'_> {
         // shortened once its successor serves (`shorten_terminating`).
         let grace = match cover {
             _ if held => None,
-            Serving::Identity { .. } | Serving::Identities { .. } => Some(
-                i64::try_from(self.target.options.shortened_grace.as_secs()).unwrap_or(i64::MAX),
-            ),
+            Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. } => {
+                Some(
+                    i64::try_from(self.target.options.shortened_grace.as_secs())
+                        .unwrap_or(i64::MAX),
+                )
+            }
             Serving::Soaked | Serving::Standby => None,
         };
         Some(Step::DeleteOldPod {

@@ -7,6 +7,7 @@ mod convert;
 mod handover;
 mod held_rollout;
 mod prepull;
+mod resume;
 mod retry;
 mod upgrade;
 mod versus_kubeadm;
