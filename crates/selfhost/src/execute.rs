@@ -139,7 +139,9 @@ pub async fn perform(
                 written(Kind::DaemonSet, name),
             )
         }
-        Step::UpdateReal(update) | Step::RollBack { update, .. } => {
+        Step::UpdateReal(update)
+        | Step::RollBack { update, .. }
+        | Step::DrainBackupNode { update, .. } => {
             let Some(current) = live(&update.name) else {
                 return Some(Ok(Applied::Superseded {
                     why: format!("DaemonSet {} is gone", update.name),

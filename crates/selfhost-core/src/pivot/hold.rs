@@ -32,7 +32,7 @@ use crate::disruption::ClusterShape;
 pub const HELD_UPDATE_STRATEGY: &str = "selfhost.dev/held-update-strategy";
 
 /// The strategy under which the DaemonSet controller replaces no pod by itself.
-fn on_delete() -> DaemonSetUpdateStrategy {
+pub(super) fn on_delete() -> DaemonSetUpdateStrategy {
     DaemonSetUpdateStrategy {
         type_: Some("OnDelete".to_string()),
         rolling_update: None,

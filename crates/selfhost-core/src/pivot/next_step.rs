@@ -20,9 +20,9 @@ use k8s_openapi::jiff::Timestamp;
 use super::recorded::{BACKUP_IDENTITIES, backup_identities};
 use super::step::{Step, Update, Wait, Watch};
 use super::{
-    APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, BACKUP_CREATED_AT, HELD_UPDATE_STRATEGY,
-    ROLLBACK_REASON, ROLLBACK_STARTED_AT, Target, UPDATE_STARTED_AT, backup_daemonset,
-    leader_is_new_process, lease_hand_over, template_applied,
+    APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, BACKUP_CREATED_AT, BACKUP_DRAIN_STEP_AT,
+    HELD_UPDATE_STRATEGY, ROLLBACK_REASON, ROLLBACK_STARTED_AT, Target, UPDATE_STARTED_AT,
+    backup_daemonset, leader_is_new_process, lease_hand_over, template_applied,
 };
 use crate::backup::{BackupOrigin, ORIGINAL_TEMPLATE_ANNOTATION, TARGET_VERSION_ANNOTATION};
 use crate::component::Component;
@@ -470,6 +470,9 @@ impl<'a> Cx<'a> {
     fn with_backup(&self, backup: &BackupObservation) -> Step {
         if backup.daemonset.deleting_since.is_some() {
             return self.backup_going(backup);
+        }
+        if backup.daemonset.annotation(BACKUP_DRAIN_STEP_AT).is_some() {
+            return self.draining(backup);
         }
         let name = &backup.daemonset.name;
         let record = match &backup.record {

@@ -412,13 +412,6 @@ impl Cx<'_> {
             .collect()
     }
 
-    pub(super) fn remove_backup(&self, backup: &BackupObservation) -> Step {
-        Step::RemoveBackup {
-            name: backup.daemonset.name.clone(),
-            uid: backup.daemonset.uid.clone(),
-        }
-    }
-
     /// Actions that only speed a wait up: a dead leader's Lease, a Terminating apiserver whose
     /// replacement already serves, an `OnDelete` pod whose node is covered.
     pub(super) fn hurry(&self) -> Option<Step> {
@@ -430,7 +423,7 @@ impl Cx<'_> {
     /// An old kube-apiserver pod lingering Terminating (its watches keep it alive for its whole
     /// grace period) while another pod on its node serves by its own identity Lease: delete it
     /// again with a short grace period.
-    fn shorten_terminating(&self) -> Option<Step> {
+    pub(super) fn shorten_terminating(&self) -> Option<Step> {
         if self.component() != Component::ApiServer {
             return None;
         }

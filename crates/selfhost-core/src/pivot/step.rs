@@ -94,6 +94,19 @@ pub enum Step {
         /// The evidence that the holder is gone.
         why: String,
     },
+    /// Remove the backup's pod from one more node: PUT the backup DaemonSet with that node
+    /// excluded from its required node affinity (the DaemonSet controller deletes the pod
+    /// there) and `OnDelete` (its other pods stay), recording the excluded nodes; on 409
+    /// re-read. One node at a time, so that no two backup processes stop on the shared port
+    /// together (`drain.rs`).
+    DrainBackupNode {
+        /// The PUT of the backup DaemonSet.
+        update: Update,
+        /// The node whose backup pod goes now.
+        node: String,
+        /// Why one node at a time.
+        why: String,
+    },
     /// Delete the backup DaemonSet in the foreground (its pods go first).
     RemoveBackup {
         /// The backup DaemonSet.
@@ -217,6 +230,7 @@ impl Step {
             Step::RestoreUpdateStrategy { .. } => "restore-update-strategy",
             Step::DeleteOldPod { .. } => "delete-old-pod",
             Step::HandOverLease { .. } => "hand-over-lease",
+            Step::DrainBackupNode { .. } => "drain-backup-node",
             Step::RemoveBackup { .. } => "remove-backup",
             Step::WaitForBackupGone(_) => "wait-for-backup-gone",
             Step::Verify(_) => "verify",
@@ -272,6 +286,12 @@ impl Step {
             Step::HandOverLease { lease, holder, .. } => {
                 format!("hand over Lease {lease} from gone holder {holder}")
             }
+            Step::DrainBackupNode { update, node, .. } => {
+                format!(
+                    "remove backup {}'s pod from {node} (one node at a time)",
+                    update.name
+                )
+            }
             Step::RemoveBackup { name, .. } => format!("remove backup DaemonSet {name}"),
             Step::RollBack { update, reason } => {
                 format!(
@@ -313,6 +333,7 @@ impl Step {
             Step::UpdateReal(_)
                 | Step::RollBack { .. }
                 | Step::DeleteOldPod { .. }
+                | Step::DrainBackupNode { .. }
                 | Step::RemoveBackup { .. }
                 | Step::HandOverLease { .. }
         )

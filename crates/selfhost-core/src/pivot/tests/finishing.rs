@@ -283,8 +283,8 @@ fn a_rollback_on_several_nodes_keeps_the_pods_that_never_left_the_original() {
                 .at(80)
                 .build(),
             target(ApiServer),
-            "remove-backup",
-            &[],
+            "drain-backup-node",
+            &["\"node\":\"cp-1\""],
         ),
     ]);
 }

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::builder::{Pod, UPDATE_AT, World, target};
 use super::{check, decide, row};
 use crate::component::Component::{ApiServer, ControllerManager, Scheduler};
-use crate::pivot::{HELD_UPDATE_STRATEGY, Step};
+use crate::pivot::{BACKUP_DRAINED_NODES, HELD_UPDATE_STRATEGY, Step};
 
 /// The strategy every steady world starts with.
 fn rolling_update() -> DaemonSetUpdateStrategy {
@@ -257,8 +257,8 @@ fn a_held_rollout_moves_to_the_next_node_only_once_every_new_pod_serves() {
             "then the backup goes",
             held(3).all_new(60).hold_released().at(71).build(),
             target(ApiServer),
-            "remove-backup",
-            &[],
+            "drain-backup-node",
+            &["\"node\":\"cp-1\"", BACKUP_DRAINED_NODES, "OnDelete"],
         ),
         row(
             "one node: the old pod goes once the backup serves there",
@@ -402,8 +402,8 @@ fn every_state_a_killed_held_run_leaves_is_continued() {
             "killed after writing the strategy back",
             held(3).all_new(60).hold_released().at(90).build(),
             target(ApiServer),
-            "remove-backup",
-            &[],
+            "drain-backup-node",
+            &["\"node\":\"cp-1\""],
         ),
         row(
             "killed after the rollback wrote the strategy back",

@@ -4,6 +4,7 @@ mod attribution;
 mod backing_up;
 pub(crate) mod builder;
 mod builder_backup;
+mod drain;
 mod finishing;
 mod hold;
 mod laws;

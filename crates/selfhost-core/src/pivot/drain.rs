@@ -1,0 +1,243 @@
+//! Removing the backup one node at a time.
+//!
+//! A kube-apiserver that is told to stop keeps its port for its `--shutdown-delay-duration`
+//! and fails `/readyz` on purpose meanwhile, so that load balancers take it out of rotation.
+//! On a shared port the node's kernel hands each new connection, health checks included, to
+//! either process listening there, so while a backup process drains, its node's checks fail
+//! about half the time. Deleting the backup DaemonSet at once drains every node together, and a
+//! load balancer can find no node whose checks pass and refuse connections.
+//!
+//! So the backup goes one node at a time: each step excludes one more node from the backup's
+//! required node affinity (`matchFields metadata.name NotIn [node]`; the API accepts one value
+//! per field requirement, so one requirement per node), and the DaemonSet controller deletes
+//! the backup pod there, as upstream `NodeShouldRunDaemonPod` asks of a node that no longer
+//! matches. The same write sets the backup's update strategy to `OnDelete`, so that the
+//! changed template does not roll the backup pods on the other nodes. The next node is
+//! excluded only once no backup process is still stopping. When at most one backup pod
+//! remains, the DaemonSet itself is deleted in the foreground (its last pod goes first).
+//!
+//! The record lives on the backup DaemonSet: [`BACKUP_DRAINED_NODES`] and
+//! [`BACKUP_DRAIN_STEP_AT`], written with each exclusion. Once it is there the removal is under
+//! way and a resumed run continues it, as it continues a backup whose deletion has begun.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    PodTemplateSpec,
+};
+
+use super::hold::on_delete;
+use super::lease_hand_over;
+use super::next_step::Cx;
+use super::step::{Step, Update, Wait, Watch};
+use crate::observation::{BackupObservation, PodObservation, time};
+
+/// Annotation on the backup while it is removed node by node: the nodes excluded so far,
+/// comma-separated.
+pub const BACKUP_DRAINED_NODES: &str = "selfhost.dev/backup-drained-nodes";
+/// Annotation on the backup while it is removed node by node: when the last node was excluded
+/// (engine clock, RFC 3339); the wait for that node's backup pod to go has its deadline from
+/// it.
+pub const BACKUP_DRAIN_STEP_AT: &str = "selfhost.dev/backup-drain-step-at";
+
+/// The node field a required node affinity can select on.
+const NODE_NAME_FIELD: &str = "metadata.name";
+
+/// The nodes recorded as excluded from the backup.
+pub(super) fn drained_nodes(backup: &BackupObservation) -> BTreeSet<String> {
+    backup
+        .daemonset
+        .annotation(BACKUP_DRAINED_NODES)
+        .map(|nodes| {
+            nodes
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `template` with every node of `nodes` excluded from its required node affinity: each term
+/// (terms are alternatives) gets `metadata.name NotIn [node]` for each node it lacks. A
+/// template without required node affinity gets one term with only those requirements.
+/// Idempotent, and it keeps whatever the template selected before.
+pub fn exclude_nodes(template: &PodTemplateSpec, nodes: &BTreeSet<String>) -> PodTemplateSpec {
+    let mut template = template.clone();
+    let spec = template.spec.get_or_insert_with(Default::default);
+    let affinity = spec.affinity.get_or_insert_with(Affinity::default);
+    let node_affinity = affinity
+        .node_affinity
+        .get_or_insert_with(NodeAffinity::default);
+    let required = node_affinity
+        .required_during_scheduling_ignored_during_execution
+        .get_or_insert_with(|| NodeSelector {
+            node_selector_terms: Vec::new(),
+        });
+    if required.node_selector_terms.is_empty() {
+        required
+            .node_selector_terms
+            .push(NodeSelectorTerm::default());
+    }
+    for term in &mut required.node_selector_terms {
+        let fields = term.match_fields.get_or_insert_with(Vec::new);
+        for node in nodes {
+            let present = fields.iter().any(|r| {
+                r.key == NODE_NAME_FIELD
+                    && r.operator == "NotIn"
+                    && r.values.as_deref() == Some(std::slice::from_ref(node))
+            });
+            if !present {
+                fields.push(NodeSelectorRequirement {
+                    key: NODE_NAME_FIELD.to_string(),
+                    operator: "NotIn".to_string(),
+                    values: Some(vec![node.clone()]),
+                });
+            }
+        }
+    }
+    template
+}
+
+impl Cx<'_> {
+    /// The backup's removal has begun node by node: speed up what can be, then go on.
+    pub(super) fn draining(&self, backup: &BackupObservation) -> Step {
+        if let Some(step) = lease_hand_over(self.obs) {
+            return step;
+        }
+        if let Some(step) = self.shorten_terminating() {
+            return step;
+        }
+        self.remove_backup(backup)
+    }
+
+    /// The next step of removing the backup, which may go now (every node is served without
+    /// it, or a rollback no longer needs it): wait while a backup process is still stopping or
+    /// an excluded node's pod has yet to be deleted; exclude the next node while two or more
+    /// backup pods run; delete the DaemonSet when at most one does.
+    pub(super) fn remove_backup(&self, backup: &BackupObservation) -> Step {
+        let drained = drained_nodes(backup);
+        let pods = &backup.daemonset.pods;
+        let stopping: Vec<&PodObservation> = pods
+            .iter()
+            .filter(|p| p.is_terminating() && !p.processes_stopped())
+            .collect();
+        let mut running: Vec<&PodObservation> = pods
+            .iter()
+            .filter(|p| !p.is_terminating() && p.node.is_some())
+            .collect();
+        running.sort_by(|a, b| (&a.node, &a.name).cmp(&(&b.node, &b.name)));
+        let awaiting_controller: Vec<&PodObservation> = running
+            .iter()
+            .copied()
+            .filter(|p| p.node.as_ref().is_some_and(|n| drained.contains(n)))
+            .collect();
+        if !stopping.is_empty() || !awaiting_controller.is_empty() {
+            return self.wait_for_drained_node(backup, &stopping, &awaiting_controller);
+        }
+        if running.len() <= 1 {
+            return Step::RemoveBackup {
+                name: backup.daemonset.name.clone(),
+                uid: backup.daemonset.uid.clone(),
+            };
+        }
+        // `running` holds only pods with a node, none of them drained.
+        let Some(node) = running.first().and_then(|p| p.node.clone()) else {
+            return Step::RemoveBackup {
+                name: backup.daemonset.name.clone(),
+                uid: backup.daemonset.uid.clone(),
+            };
+        };
+        let mut excluded = drained;
+        excluded.insert(node.clone());
+        let update = Update {
+            name: backup.daemonset.name.clone(),
+            resource_version: backup.daemonset.resource_version.clone(),
+            template: Box::new(exclude_nodes(&backup.daemonset.template, &excluded)),
+            set_annotations: [
+                (
+                    BACKUP_DRAINED_NODES.to_string(),
+                    excluded.iter().cloned().collect::<Vec<_>>().join(","),
+                ),
+                (BACKUP_DRAIN_STEP_AT.to_string(), time::format(self.now())),
+            ]
+            .into(),
+            remove_annotations: Vec::new(),
+            update_strategy: Some(on_delete()),
+        };
+        Step::DrainBackupNode {
+            update,
+            node,
+            why: format!(
+                "{} backup pods still run; one node at a time, so that a load balancer always \
+                 finds nodes whose /readyz passes while a backup process stops",
+                running.len()
+            ),
+        }
+    }
+
+    /// Waits until the backup process that is stopping has exited (or the controller has
+    /// deleted the pod of a node already excluded), failing at the deadline.
+    fn wait_for_drained_node(
+        &self,
+        backup: &BackupObservation,
+        stopping: &[&PodObservation],
+        awaiting_controller: &[&PodObservation],
+    ) -> Step {
+        let name = &backup.daemonset.name;
+        let step_at = backup
+            .daemonset
+            .annotation(BACKUP_DRAIN_STEP_AT)
+            .and_then(time::parse);
+        let deadline = self.deadline_after(step_at, 1);
+        let on = |p: &PodObservation| p.node.clone().unwrap_or_else(|| "(unscheduled)".into());
+        let mut pending: Vec<String> = stopping
+            .iter()
+            .map(|p| format!("{}: backup pod {} is stopping", on(p), p.name))
+            .collect();
+        pending.extend(awaiting_controller.iter().map(|p| {
+            format!(
+                "{}: backup pod {} not yet deleted by the DaemonSet controller (its node is \
+                 excluded)",
+                on(p),
+                p.name
+            )
+        }));
+        if self.now() >= deadline {
+            return Step::Failed {
+                reason: format!(
+                    "the backup {name} was not removed from its node by {deadline}: {}",
+                    pending.join("; ")
+                ),
+                state: format!(
+                    "{name} is being removed node by node (excluded so far: {}); check its pods \
+                     (`kubectl -n kube-system get pods -l {}`)",
+                    backup
+                        .daemonset
+                        .annotation(BACKUP_DRAINED_NODES)
+                        .unwrap_or("none"),
+                    self.component().backup_label_query()
+                ),
+                resume: self.resume_command(),
+            };
+        }
+        let mut watch = vec![
+            Watch::DaemonSet { name: name.clone() },
+            Watch::Pods {
+                selector: self.component().backup_label_query(),
+            },
+        ];
+        watch.extend(self.lease_watch());
+        Step::WaitForBackupGone(Wait {
+            condition: format!(
+                "the stopping backup pod of {name} gone before the next node's is removed"
+            ),
+            pending,
+            watch,
+            recheck_at: Some(deadline),
+            deadline: Some(deadline),
+        })
+    }
+}
