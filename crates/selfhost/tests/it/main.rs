@@ -1,6 +1,7 @@
 //! The engine against a simulated cluster over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is a failed test
 
+mod backup_removal;
 mod campaign_regressions;
 mod client;
 mod convert;

@@ -1,0 +1,165 @@
+//! The backup's removal, one node at a time: on three nodes under the measured hand-over
+//! model, no two backup kube-apiservers are ever stopping together, and no probe fails — in
+//! particular none is refused by a load balancer that found no node whose `/readyz` passed
+//! (the backup's processes fail it on purpose in their shutdown delay, and each node's kernel
+//! hands a check to either process on the shared port).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use selfhost::apply::{ApplyOptions, RunOutcome};
+use selfhost::events::{Event, Stamped};
+use selfhost_core::Component;
+use selfhost_sim::cluster::{CaughtBy, ProberOptions};
+use tokio::time::Instant;
+
+use crate::upgrade::{ONE_PROBED_UPGRADE_AT_A_TIME, TO, cluster, images, on, run_upgrade};
+
+/// The apiserver's steps of the backup's removal, in order.
+const REMOVAL_STEPS: [&str; 3] = ["drain-backup-node", "remove-backup", "wait-for-backup-gone"];
+
+/// Samples the apiserver backup's pods every 20 ms until told to stop and returns the most
+/// that were Terminating at once.
+fn count_stopping_backup_pods(
+    client: kube::Client,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let pods: Api<Pod> = Api::namespaced(client, "kube-system");
+        let params = ListParams::default().labels(&Component::ApiServer.backup_label_query());
+        let most = AtomicUsize::new(0);
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(list) = pods.list(&params).await {
+                let stopping = list
+                    .items
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_some())
+                    .count();
+                most.fetch_max(stopping, Ordering::Relaxed);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        most.load(Ordering::Relaxed)
+    })
+}
+
+/// The apiserver's steps, with their times.
+fn apiserver_steps(events: &[Stamped]) -> Vec<(f64, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Step {
+                component: Component::ApiServer,
+                step,
+                ..
+            } => Some((e.at, step.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How long the backup's removal took: from its first step to the first step after it that
+/// is not part of it.
+fn removal_time(steps: &[(f64, String)]) -> Option<f64> {
+    let first = steps
+        .iter()
+        .position(|(_, s)| s == REMOVAL_STEPS[0] || s == REMOVAL_STEPS[1])?;
+    let end = steps[first..].iter().find(|(_, s)| {
+        !REMOVAL_STEPS.contains(&s.as_str()) && s != "hand-over-lease" && s != "delete-old-pod"
+    })?;
+    Some(end.0 - steps[first].0)
+}
+
+async fn removed_node_by_node(nodes: usize) {
+    let _one = ONE_PROBED_UPGRADE_AT_A_TIME.lock().await;
+    let sim = cluster(nodes).await;
+    let prober = sim
+        .prober(ProberOptions {
+            read_path: "/api/v1/namespaces/kube-system".into(),
+            timeout: Duration::from_secs(3),
+            ..ProberOptions::default()
+        })
+        .await
+        .expect("prober");
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = count_stopping_backup_pods(sim.client(), stop.clone());
+    let started = Instant::now();
+    let (report, events, base) = run_upgrade(&sim, TO, ApplyOptions::default()).await;
+    let probes = prober.stop().await;
+    stop.store(true, Ordering::Relaxed);
+    let most_stopping = sampler.await.expect("sampler");
+    assert_eq!(report.outcome, RunOutcome::Done);
+    assert_eq!(images(&sim).await, (on(TO), false));
+
+    let steps = apiserver_steps(&events);
+    // Every failed probe, named by what caught it (a refusal is the load balancer finding no
+    // healthy node).
+    let failed: Vec<String> = probes
+        .reads
+        .samples
+        .iter()
+        .chain(&probes.writes.samples)
+        .filter(|s| !s.ok)
+        .map(|s| {
+            format!(
+                "+{:?}: {} (caught by {:?})",
+                s.started.saturating_duration_since(base),
+                s.error.clone().unwrap_or_default(),
+                s.caught_by
+            )
+        })
+        .collect();
+    let refused = probes
+        .reads
+        .samples
+        .iter()
+        .chain(&probes.writes.samples)
+        .filter(|s| !s.ok && s.caught_by == Some(CaughtBy::Refused))
+        .count();
+    // The figures of docs/reliability.md (finding J), shown with `--nocapture`.
+    println!(
+        "{nodes} nodes: upgrade {:.2} s, apiserver backup removal {:.2} s, {} failed probes \
+         ({refused} refused), at most {most_stopping} backup pods stopping at once",
+        events.last().map_or(0.0, |e| e.at),
+        removal_time(&steps).unwrap_or(f64::NAN),
+        failed.len()
+    );
+    let drained = steps
+        .iter()
+        .filter(|(_, s)| s == "drain-backup-node")
+        .count();
+    assert_eq!(
+        drained,
+        nodes - 1,
+        "every node but the last loses its backup pod on its own: {steps:?}"
+    );
+    assert!(
+        most_stopping <= 1,
+        "{most_stopping} backup pods were stopping at once"
+    );
+    assert!(
+        failed.is_empty(),
+        "{} probes failed: {failed:#?}; apiserver steps: {steps:?}",
+        failed.len()
+    );
+    assert!(!sim.recorder().was_down(started, Instant::now()));
+    assert!(
+        probes.reads.attempts() > 20,
+        "the prober ran: {}",
+        probes.reads.attempts()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_lose_their_backup_one_at_a_time_without_a_failed_probe() {
+    removed_node_by_node(3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_nodes_lose_their_backup_one_at_a_time_without_a_failed_probe() {
+    removed_node_by_node(5).await;
+}
