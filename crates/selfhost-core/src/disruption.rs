@@ -198,7 +198,15 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
                  node hands over, the others serve; no failed requests expected",
                 shape.nodes
             ));
-            if !shape.live_shares_port {
+            if shape.live_shares_port {
+                out.explanation.push(
+                    "selfhost holds the kube-apiserver's rollout to one node at a time \
+                     (update strategy OnDelete while it pivots): each new kube-apiserver must \
+                     serve by its own identity before the next old pod is replaced, so a target \
+                     that never serves stays on one node until the rollback"
+                        .to_string(),
+                );
+            } else {
                 out.explanation.push(
                     "without port sharing on the live template each node is out of service \
                      until its backup wins the port after the old pod stops (a crash-loop \
@@ -206,6 +214,12 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
                         .to_string(),
                 );
             }
+            out.explanation.push(
+                "the backup is removed one node at a time, so that only one node at a time \
+                 has a stopping backup kube-apiserver failing its load-balancer health checks \
+                 (this adds one shutdown delay per node)"
+                    .to_string(),
+            );
         }
         (false, true) => {
             out.api = ApiImpact::Outage {

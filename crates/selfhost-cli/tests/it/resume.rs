@@ -49,6 +49,14 @@ const APISERVER_LATE: &[(&str, &str)] = &[
     ("kube-apiserver", "delete-old-pod"),
     ("kube-apiserver", "remove-backup"),
 ];
+/// The steps after every new kube-apiserver serves: the held rollout's strategy written
+/// back, then the backup removed one node at a time (a kill after a node's exclusion, and
+/// while its backup pod stops).
+const APISERVER_HANDOVER: &[(&str, &str)] = &[
+    ("kube-apiserver", "restore-update-strategy"),
+    ("kube-apiserver", "drain-backup-node"),
+    ("kube-apiserver", "wait-for-backup-gone"),
+];
 const CONTROLLERS: &[(&str, &str)] = &[
     ("kube-controller-manager", "wait-for-backup"),
     ("kube-controller-manager", "update-real"),
@@ -113,6 +121,14 @@ async fn killed_at_the_apiservers_first_steps_and_resumed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_during_the_apiservers_rollout_and_resumed() {
     let run = killed_and_resumed(APISERVER_LATE);
+    tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_while_the_apiservers_backup_goes_and_resumed() {
+    let run = killed_and_resumed(APISERVER_HANDOVER);
     tokio::time::timeout(Duration::from_secs(300), run)
         .await
         .expect("in time");

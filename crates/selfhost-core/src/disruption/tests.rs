@@ -77,6 +77,22 @@ fn the_cost_follows_from_nodes_port_sharing_and_identity_leases() {
             "one node at a time",
         ),
         (
+            ApiServer,
+            shape(3, true, true, Published),
+            ApiImpact::None,
+            None,
+            false,
+            "serve by its own identity before the next old pod is replaced",
+        ),
+        (
+            ApiServer,
+            shape(5, true, true, Published),
+            ApiImpact::None,
+            None,
+            false,
+            "the backup is removed one node at a time",
+        ),
+        (
             ControllerManager,
             shape(1, true, true, Published),
             ApiImpact::None,
