@@ -11,6 +11,8 @@ mod outages;
 mod resume;
 mod rolling_out;
 mod start;
+mod successor;
+mod survivor;
 mod tainted;
 
 use super::{Step, Target, next_step};
