@@ -89,10 +89,11 @@ impl Cx<'_> {
     ///
     /// A backup pod *may* serve unless it is known not to ([`backup_pod_may_serve`]); one
     /// that does not *count* as serving (its node NotReady, its identity not dated) is not one
-    /// that does not serve. Campaign finding K: on two nodes, with the backup pods not
-    /// counted as serving (cp-2 NotReady, cp-1's identity Lease taken over by the restored
-    /// process on the shared port), the restored pods' Ready — a probe the backup answered —
-    /// let the backup go, and nothing served for 47 s.
+    /// that does not serve. Campaign finding K: the rule asked a proven successor only where
+    /// the backup pod counted as serving, so backup pods that did not count (a node NotReady a
+    /// moment before, a probe on the shared port answered by a restored process that had not
+    /// finished starting) let the backup go on the restored pods' Ready — itself a probe the
+    /// backup's process answered — and nothing served for 47 s.
     fn backup_may_serve_where_real_does_not(&self, backup: &BackupObservation) -> Vec<String> {
         let backup_created = self.backup_created_at(backup);
         backup
@@ -134,23 +135,21 @@ impl Cx<'_> {
     }
 }
 
-/// Whether a backup pod may serve: only a pod known not to is excluded — one being deleted
-/// (its process leaves the port), one without a running process, or one its kubelet reports
-/// not Ready on a Ready node. On a NotReady node the report is stale, so a pod that was
-/// running may serve; and a Ready apiserver pod whose identity Lease cannot be told apart
-/// from another process's on its host may serve too.
+/// Whether a backup pod may serve: every one whose process runs (or whose state is unknown),
+/// unless it is being deleted (its process leaves the port). Not Ready proves nothing: on a
+/// shared port the kubelet's probe reaches whichever process the kernel picks, so a serving
+/// backup pod is reported not Ready when a restored process that never finishes starting
+/// answers its probe (the engine test of finding K saw exactly that, and the backup went);
+/// nor does a NotReady node, whose kubelet's report is stale, or an identity Lease that two
+/// processes on one host take over from each other.
 fn backup_pod_may_serve(obs: &Observation, pod: &PodObservation) -> bool {
-    if pod.is_terminating() {
-        return false;
-    }
-    let running = pod.main_container(obs.component.name()).is_none_or(|c| {
-        matches!(
-            c.state,
-            ContainerState::Running { .. } | ContainerState::Unknown
-        )
-    });
-    let node_ready = pod.node.as_deref().is_some_and(|n| obs.node_is_ready(n));
-    running && (pod.ready || !node_ready)
+    !pod.is_terminating()
+        && pod.main_container(obs.component.name()).is_none_or(|c| {
+            matches!(
+                c.state,
+                ContainerState::Running { .. } | ContainerState::Unknown
+            )
+        })
 }
 
 /// Whether a real pod has served since before the pivot touched anything: the pod on the

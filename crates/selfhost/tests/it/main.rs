@@ -7,6 +7,7 @@ mod convert;
 mod handover;
 mod prepull;
 mod retry;
+mod rollback_successor;
 mod upgrade;
 mod versus_kubeadm;
 mod view;

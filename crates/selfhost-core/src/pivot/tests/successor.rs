@@ -89,10 +89,24 @@ fn the_backup_goes_only_where_a_real_pod_is_known_to_serve() {
             &[],
         ),
         row(
-            "a backup pod known not to serve (not Ready on a Ready node) holds nothing back",
+            "a backup pod reported not Ready may serve: on a shared port its probe reaches \
+             whichever process the kernel picks",
             rolled_back(
                 ApiServer,
-                [Pod::Starting { started: 2 }, Pod::CrashLoop { restarts: 4 }],
+                [Pod::Starting { started: 2 }, BACKUP_SERVES],
+                [LYING, RESTORED],
+            )
+            .at(80)
+            .build(),
+            target(ApiServer),
+            "wait-for-rollback",
+            &["cp-1: the real pod does not serve yet"],
+        ),
+        row(
+            "a backup pod without a running process holds nothing back",
+            rolled_back(
+                ApiServer,
+                [Pod::CrashLoop { restarts: 4 }, Pod::ImagePull],
                 [LYING, LYING],
             )
             .at(80)
