@@ -4,10 +4,14 @@
 //! answered on the shared port, and once the backup went nothing served for 47 s. A backup pod
 //! that may serve now needs a real pod on its node that is known to serve before it goes.
 
-use super::builder::{Pod, World, target};
+use std::time::Duration;
+
+use super::builder::{Pod, World, t, target};
 use super::{check, row};
 use crate::component::Component;
 use crate::component::Component::{ApiServer, Scheduler};
+use crate::observation::{IdentitySighting, time};
+use crate::pivot::ROLLBACK_STARTED_AT;
 
 /// Two nodes: the new pods crash-looped and selfhost rolled back at `t(70)`; the restored
 /// pods are reported Ready since `t(75)`, with no identity of their own yet; the backup pods
@@ -174,4 +178,40 @@ fn an_untouched_original_pod_succeeds_a_backup_whose_identity_is_not_dated() {
             &["cp-2: node is not Ready"],
         ),
     ]);
+}
+
+#[test]
+fn a_holder_seen_before_our_rollback_is_not_the_restored_pods() {
+    // One node. The backup's process took its host's identity Lease back at 70.2 s, first
+    // seen by the engine then; the rollback was written at 70.5 s, so the restored pod's
+    // process, reported started in second 70, started after it: the holder is the backup's.
+    // Attributed by the whole second, it vouched for the restored pod (which never finished
+    // starting) and the backup went: the engine test of finding K.
+    let mut world = World::steady(ApiServer, 1)
+        .backup()
+        .updated()
+        .new_pod("cp-1", Pod::CrashLoop { restarts: 3 })
+        .rolled_back(70)
+        .backup_pod("cp-1", BACKUP_UNDATED)
+        .new_pod("cp-1", Pod::ReadyNoIdentity { started: 70 })
+        .at(75);
+    let after = |ms| time::after(t(70), Duration::from_millis(ms));
+    world
+        .real_mut()
+        .annotations
+        .insert(ROLLBACK_STARTED_AT.into(), time::format(after(500)));
+    world.obs.identity_leases.push(IdentitySighting {
+        lease: "apiserver-cp-1".into(),
+        hostname: Some("cp-1".into()),
+        holder: "apiserver-cp-1_backup".into(),
+        holder_since: Some(after(200)),
+        last_renewed: Some(t(75)),
+    });
+    check(vec![row(
+        "the backup's holder is not the restored pod's",
+        world.build(),
+        target(ApiServer),
+        "wait-for-rollback",
+        &["cp-1: the real pod does not serve yet"],
+    )]);
 }
