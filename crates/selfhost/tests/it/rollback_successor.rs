@@ -1,9 +1,10 @@
 //! Campaign finding K (docs/reliability.md): a rollback removed the backup while the restored
 //! kube-apiserver pods were Ready only because the backup's process answered their readiness
-//! probes on the shared port, and nothing served for 47 s. Here the restored pods never serve
-//! at all — their image turns never-Ready once the backup serves, so every process started
-//! after the update, the rollback's included, never finishes starting — and the run must keep
-//! the backup: the API never down, the rollback reported failing (exit 4), the backup left.
+//! probes on the shared port, and nothing served for 47 s. Here the target cannot be pulled,
+//! and the restored pods never serve at all — the original image turns never-Ready once the
+//! update is written, so every process started after it, the rollback's included, never
+//! finishes starting — and the run must keep the backup: the API never down, the rollback
+//! reported failing (exit 4), the backup left.
 
 use std::time::Duration;
 
@@ -42,12 +43,10 @@ async fn wait_for_the_update(sim: &selfhost_sim::SimCluster, deadline: Instant) 
 async fn a_rollback_keeps_the_backup_while_the_restored_apiservers_do_not_serve() {
     for nodes in [1, 2] {
         let sim = cluster(nodes).await;
+        // An unpullable target: its pods never run a process, so the rollout cannot mistake
+        // one for serving, and the rollback is what is tested.
         sim.registry()
-            .make_crash_loop(
-                &format!("registry.k8s.io/kube-apiserver:{TO}"),
-                Duration::from_millis(20),
-            )
-            .expect("a valid image name");
+            .make_unpullable(&format!("registry.k8s.io/kube-apiserver:{TO}"));
         let started = Instant::now();
         let options = ApplyOptions {
             pivot: selfhost_core::pivot::PivotOptions {
