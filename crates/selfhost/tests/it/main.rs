@@ -6,6 +6,7 @@ mod client;
 mod convert;
 mod handover;
 mod prepull;
+mod resume;
 mod retry;
 mod rollback_successor;
 mod upgrade;
