@@ -206,6 +206,7 @@ fn a_holder_seen_before_our_rollback_is_not_the_restored_pods() {
         holder: "apiserver-cp-1_backup".into(),
         holder_since: Some(after(200)),
         last_renewed: Some(t(75)),
+        first_seen: Some(after(200)),
     });
     check(vec![row(
         "the backup's holder is not the restored pod's",
