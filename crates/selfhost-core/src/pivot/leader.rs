@@ -38,6 +38,29 @@ pub const LEADER_ELECT_FLAG: &str = "leader-elect";
 
 /// The hand-over to do now, if the leader Lease is held by a process confirmed gone.
 pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
+    match hand_over_decision(obs)? {
+        HandOver::Now(step) => Some(step),
+        HandOver::Deferred(_) => None,
+    }
+}
+
+/// Why the run must not end yet, if a hand-over by the [`sole_candidate`] exception waits for
+/// a holder that just acquired to renew (see [`just_acquired`]): ending now would leave the
+/// ambiguity to the next run, which would hand over a live leader's Lease on a no-op run.
+pub(super) fn hand_over_deferred(obs: &Observation) -> Option<String> {
+    match hand_over_decision(obs)? {
+        HandOver::Deferred(why) => Some(why),
+        HandOver::Now(_) => None,
+    }
+}
+
+/// A hand-over to do now, or one waiting for the holder's first renewal.
+enum HandOver {
+    Now(Step),
+    Deferred(String),
+}
+
+fn hand_over_decision(obs: &Observation) -> Option<HandOver> {
     if obs.component == Component::ApiServer {
         return None;
     }
@@ -81,8 +104,13 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
     } else if (stopped_since(obs, &node.name, acquired)
         || only_new_pods_started_that_second(obs, &pods, acquired))
         && sole_candidate(obs)
-        && !just_acquired(lease)
     {
+        if just_acquired(lease) {
+            return Some(HandOver::Deferred(format!(
+                "Lease {} was acquired by {holder} at {acquired} and not renewed since:                  waiting for its renewal to tell a survivor of the hand-over from a holder that                  stopped",
+                lease.name
+            )));
+        }
         format!(
             "a {name} process on {node} that may have held it stopped since, and the one \
              {name} process left is the only one that can hold it next",
@@ -92,7 +120,7 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
         return None;
     };
     let resource_version = lease.resource_version.clone()?;
-    Some(Step::HandOverLease {
+    Some(HandOver::Now(Step::HandOverLease {
         lease: lease.name.clone(),
         uid: lease.uid.clone(),
         resource_version,
@@ -105,21 +133,23 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
                 .expires_at()
                 .map_or_else(|| "it expires".to_string(), |t| t.to_string()),
         ),
-    })
+    }))
 }
 
 /// Whether the holder has not renewed the Lease since it acquired it: client-go writes the
 /// same moment as `acquireTime` and `renewTime` when it creates or takes over a Lease, and
 /// only a renewal moves `renewTime` on.
 ///
-/// The [`sole_candidate`] exception must not press such a holder. The stop it relies on is
-/// known to a whole second only, so within that second a holder that *survived* the
-/// hand-over — it found its Lease gone and created it again, as client-go does — looks like
-/// one that may have stopped, and was pressed again and again (campaign finding J: five
-/// hand-overs of the same live holder in a row, and the run stopped as stuck; a replay
-/// deleted a live leader's Lease 17 times in 0.35 s). A holder that stopped had renewed
-/// before it stopped in every hand-over this exception is for (the backup's standby leads
-/// through the rollout); one that never renewed is left to its Lease's expiry.
+/// The [`sole_candidate`] exception cannot tell, within the whole second its times leave
+/// open, a holder that *survived* the hand-over — it found its Lease gone and created it
+/// again, as client-go does — from one that may have stopped; only a re-creation after that
+/// second settles it. It pressed the survivor again on every re-creation, back to back
+/// (campaign finding J: five hand-overs of the same live holder in a row, and the run stopped
+/// as stuck; replays deleted one live leader's Lease up to 42 times in a few hundred
+/// milliseconds). Now it waits for the holder's first renewal before pressing again, and the
+/// run does not end meanwhile ([`hand_over_deferred`]): the presses are spaced by the
+/// holder's retry period, with a wait between any two. A holder that acquired and stopped
+/// before it ever renewed is left to its Lease's expiry.
 fn just_acquired(lease: &LeaderLease) -> bool {
     lease.renew_time.is_some() && lease.renew_time == lease.acquire_time
 }
@@ -235,6 +265,9 @@ pub fn leader_is_new_process(
 ) -> Result<(), String> {
     if obs.component == Component::ApiServer || leader_election_off(obs, target) {
         return Ok(());
+    }
+    if let Some(why) = hand_over_deferred(obs) {
+        return Err(why);
     }
     let lease_name = obs.component.leader_lease_name().unwrap_or_default();
     let Some(lease) = obs.leader_lease.as_ref() else {

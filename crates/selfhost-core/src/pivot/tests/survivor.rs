@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::builder::{Pod, World, t, target};
-use super::decide;
+use super::{check, decide, row};
 use crate::component::Component::ControllerManager;
 use crate::observation::{ContainerState, Observation, time};
 
@@ -98,4 +98,42 @@ fn a_holder_that_survived_a_hand_over_is_not_pressed_again() {
         }
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// One node, no backup any more: the new pod, created by our update, started in second 40;
+/// the Lease was acquired at 40.6 s — by that pod's process, or by the backup's, gone since
+/// — and renewed at 40 s + `renewed_ms`.
+fn done_but_acquired_in_the_new_pods_second(renewed_ms: u64) -> Observation {
+    let mut w = World::steady(ControllerManager, 1)
+        .updated()
+        .new_pod("cp-1", Pod::Serving { started: 40 })
+        .at(45)
+        .leader("cp-1", 40);
+    if let Some(lease) = w.obs.leader_lease.as_mut() {
+        lease.acquire_time = Some(time::after(t(40), Duration::from_millis(600)));
+        lease.renew_time = Some(time::after(t(40), Duration::from_millis(renewed_ms)));
+    }
+    w.build()
+}
+
+#[test]
+fn a_run_does_not_end_while_a_hand_over_waits_for_the_holders_renewal() {
+    // Ending here would leave the question to the next run, which would hand a live leader's
+    // Lease over on a run with nothing to do (`a_second_run_after_success_changes_nothing`).
+    check(vec![
+        row(
+            "acquired and not renewed since: wait, do not end",
+            done_but_acquired_in_the_new_pods_second(600),
+            target(ControllerManager),
+            "verify",
+            &["not renewed since"],
+        ),
+        row(
+            "renewed since, still acquired in the ambiguous second: hand over once more",
+            done_but_acquired_in_the_new_pods_second(900),
+            target(ControllerManager),
+            "hand-over-lease",
+            &["the only one that can hold it next"],
+        ),
+    ]);
 }
