@@ -6,9 +6,10 @@
 //! so that decisions are reproducible in tests.
 //!
 //! The constructors in [`convert`] turn API objects into these structs. They are pure, so the
-//! engine's only job is to fetch the objects. Two facts cannot be read from a single snapshot
+//! engine's only job is to fetch the objects. Three facts cannot be read from a single snapshot
 //! and are documented on their fields: [`IdentitySighting::holder_since`] (when a kube-apiserver
-//! process took its identity Lease) and [`DaemonSetObservation::current_revision_hash`].
+//! process took its identity Lease), [`Observation::stopped`] (processes the engine saw stop)
+//! and [`DaemonSetObservation::current_revision_hash`].
 
 mod convert;
 mod pods;

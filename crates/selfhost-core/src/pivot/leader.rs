@@ -22,26 +22,30 @@
 //! [`sole_candidate`]), that process is the only one that can hold the Lease after the
 //! hand-over, whether it held it before or not.
 //!
-//! Two processes of a role on one node are the normal case, not the exception: every node
-//! runs the backup's standby next to its real pod (old, then new). A standby acquires the
-//! Lease whenever the previous holder goes, so the holder is often one of two processes on its
-//! node that both ran long before the acquisition, and nothing the API shows tells them apart:
-//! start times only rule out processes started later; `renewTime` only says the holder still
-//! renews, and a holder that stopped renewing may still believe it leads until its renew
-//! deadline (10 s) runs out; the holder identity's uuid names no pod; `leaseDurationSeconds`
-//! is the same for all of them; the "successfully acquired lease" line of a pod's log names no
-//! identity and may not be flushed yet. So when one of the two goes away (the rollout deletes
-//! the old pod, or the engine removes the backup) the holder may be dead or alive, and the
-//! rule above would leave the Lease to expire: 15 s without a controller-manager or scheduler.
-//! The engine settles it by sequencing instead ([`stop_every_possible_holder`]): it deletes
-//! the other possible holders on that node too (pods of our DaemonSets, which recreate them),
-//! so that every process that may hold the Lease stops, and hands the Lease over by the rule
-//! above once they have. Deleting a standby can never make two leaders; the Lease is still
-//! only deleted once no process that may hold it runs. It costs one pod restart and, when the
-//! process left running was the holder, one leader change it would not otherwise have made —
-//! each as short as any other hand-over, and only while a process that may hold the Lease is
-//! going away anyway. It needs a standby elsewhere to take over (and, for the
-//! controller-manager, to recreate the pods), so one node keeps the exception above.
+//! Two processes of a role on one node are the normal case, not the exception: every node runs
+//! the backup's standby next to its real pod (old, then new). A standby acquires the Lease
+//! whenever the previous holder goes, so the holder is often one of two processes on its node
+//! that both started well before the acquisition (whole seconds before it: no wait for the next
+//! second boundary would separate them), and nothing the API shows tells them apart: start
+//! times only rule out processes started later; `renewTime` says the holder renewed, not which
+//! process did, and a holder that stopped renewing still leads until a renewal round has failed
+//! for its whole renew deadline (10 s; waiting that out would save 5 s of the 15); the
+//! identity's uuid names no pod; `leaseDurationSeconds` is each process's flag, the same for
+//! all of them; a pod's log would say whether its process acquired, but only through a message
+//! text that may change between releases, and its absence proves nothing (the line follows the
+//! write). So when one of the two goes away (the rollout deletes the old pod, or the engine
+//! removes the backup) the holder may be dead or alive, and the rule above would leave the
+//! Lease to expire: 15 s without a controller-manager or scheduler. The engine settles it by
+//! sequencing instead ([`stop_every_possible_holder`]): it deletes the other possible holders
+//! on that node too (pods of our DaemonSets, which recreate them), so that every process that
+//! may hold the Lease stops, and hands the Lease over by the rule above once they have.
+//! Deleting a standby can never make two leaders; the Lease is still only deleted once no
+//! process that may hold it runs. It costs one pod restart and, when the process left running
+//! was the holder, one leader change it would not otherwise have made — each as short as any
+//! other hand-over, and only while a process that may hold the Lease is going away anyway. It
+//! needs a standby on another node to take over, as the recreated pod needs a leader of its
+//! own role (the controller-manager's DaemonSet controller creates it, the scheduler places
+//! it); on one node the exception above applies instead.
 //!
 //! Pods that stopped leave the API soon after (at once, in the simulator), so the engine
 //! remembers the processes it saw stop ([`Observation::stopped`]): a node where all of them

@@ -134,6 +134,27 @@ async fn leaderless_during_upgrade(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let ended = Instant::now();
+    // Shown when a test fails (or with --nocapture): who led when, from the run's start.
+    for role in roles {
+        let samples = sim.recorder().leader_samples(role);
+        let timeline: Vec<String> = samples
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| {
+                s.at >= started && (*i == 0 || samples[i - 1].leadership != s.leadership)
+            })
+            .map(|(_, s)| {
+                let who = match &s.leadership {
+                    Leadership::Held(process) => {
+                        format!("{} {}", process.node, process.pod.name)
+                    }
+                    other => format!("{other:?}"),
+                };
+                format!("{:.3}s {who}", s.at.duration_since(started).as_secs_f64())
+            })
+            .collect();
+        eprintln!("{role:?} leaders: {timeline:#?}");
+    }
     let gaps = roles
         .into_iter()
         .map(|role| {
