@@ -179,37 +179,45 @@ async fn leaderless_during_upgrade(
 /// which such a load takes most; at a fifth, the scaled latencies use about 0.4 s of the
 /// 0.6 s and the load has the rest.
 const FACTOR: u32 = 5;
-const BOUND: Duration = Duration::from_millis(3_000 / FACTOR as u64);
 /// The old leaders (processes of the cluster as bootstrapped) renew every upstream retry
 /// period (2 s) until they stop.
 const RETRY_PERIOD: Duration = Duration::from_millis(2_000 / FACTOR as u64);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_controller_leader_change_leaves_no_leader_for_at_most_three_seconds() {
-    every_leader_change_within_the_bound(1).await;
+    every_leader_change_within_the_bound(1, FACTOR).await;
 }
+
+/// Latencies for the multi-node runs: half of real ones. Each change costs the engine a few
+/// round trips more than on one node (the other possible holder's pod is deleted, and both
+/// must be seen stopped), and a several-node cluster loads the machine more; the engine's own
+/// latency does not scale with the simulator's, so at a fifth of real time a loaded two-core
+/// machine was seen to take 0.83 s of the 0.6 s bound. At half, the bound is 1.5 s, of which
+/// the scaled latencies take about 0.6 s.
+const SEVERAL_NODES_FACTOR: u32 = 2;
 
 /// The same on three nodes: every node runs a backup standby next to its real pod, so the
 /// holder of a Lease is often one of two processes on its node (see `pivot/leader.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_three_nodes_every_controller_leader_change_leaves_no_leader_for_at_most_three_seconds()
 {
-    every_leader_change_within_the_bound(3).await;
+    every_leader_change_within_the_bound(3, SEVERAL_NODES_FACTOR).await;
 }
 
 /// And on five.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_five_nodes_every_controller_leader_change_leaves_no_leader_for_at_most_three_seconds() {
-    every_leader_change_within_the_bound(5).await;
+    every_leader_change_within_the_bound(5, SEVERAL_NODES_FACTOR).await;
 }
 
-async fn every_leader_change_within_the_bound(nodes: usize) {
-    let (_, gaps) = leaderless_during_upgrade(nodes, FACTOR).await;
-    eprintln!("{nodes} node(s): leaderless stretches at 1/{FACTOR} of real time: {gaps:?}");
+async fn every_leader_change_within_the_bound(nodes: usize, factor: u32) {
+    let bound = Duration::from_millis(3_000 / u64::from(factor));
+    let (_, gaps) = leaderless_during_upgrade(nodes, factor).await;
+    eprintln!("{nodes} node(s): leaderless stretches at 1/{factor} of real time: {gaps:?}");
     for (role, gaps) in &gaps {
         assert!(
-            gaps.iter().all(|gap| *gap <= BOUND),
-            "{role:?}: {gaps:?} (bound {BOUND:?} at 1/{FACTOR} of real time)"
+            gaps.iter().all(|gap| *gap <= bound),
+            "{role:?}: {gaps:?} (bound {bound:?} at 1/{factor} of real time)"
         );
     }
 }
