@@ -5,6 +5,7 @@
 //! to the same target is already under way (our backup exists) is not required to have
 //! converged: `apply` resumes it.
 
+mod resumed_api;
 mod shape;
 #[cfg(test)]
 mod tests;
@@ -58,7 +59,8 @@ pub struct PreflightTarget {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CheckId {
-    /// `/readyz` answers ok and `/version` is known.
+    /// `/readyz` answers ok and `/version` is known; on a resume, a kube-apiserver that
+    /// serves by its identity Lease is enough (see `preflight/resumed_api.rs`).
     ApiHealthy,
     /// The three real DaemonSets exist.
     DaemonSetsExist,
@@ -169,7 +171,7 @@ impl Report {
 /// Runs every check.
 pub fn preflight(cluster: &ClusterObservation, target: &PreflightTarget) -> PreflightReport {
     let mut report = Report(Vec::new());
-    api_healthy(&mut report, cluster);
+    api_healthy(&mut report, cluster, target);
     for component in Component::ALL {
         daemonset(&mut report, cluster, target, component);
         if let Some(obs) = cluster.component(component) {
@@ -187,23 +189,33 @@ pub fn preflight(cluster: &ClusterObservation, target: &PreflightTarget) -> Pref
     PreflightReport { checks: report.0 }
 }
 
-fn api_healthy(report: &mut Report, cluster: &ClusterObservation) {
+fn api_healthy(report: &mut Report, cluster: &ClusterObservation, target: &PreflightTarget) {
     let api = cluster
         .component(Component::ApiServer)
         .or(cluster.components.first())
         .map(|o| &o.api);
     let (verdict, message) = match api {
         None => (Verdict::Fail, "the API server was not observed".to_string()),
-        Some(api) if !api.readyz_ok => (
-            Verdict::Fail,
-            format!(
+        Some(api) if !api.readyz_ok => {
+            let not_ok = format!(
                 "/readyz is not ok{}",
                 api.readyz_detail
                     .as_deref()
                     .map(|d| format!(": {d}"))
                     .unwrap_or_default()
-            ),
-        ),
+            );
+            match resumed_api::serves_despite_readyz(cluster, &target.version) {
+                Some(evidence) => (
+                    Verdict::Warn,
+                    format!(
+                        "{not_ok}; but an upgrade is in progress and {evidence}: on a resume \
+                         /readyz can be answered by a kube-apiserver the pivot is stopping (500 \
+                         on purpose during its shutdown delay) or starting; apply resumes"
+                    ),
+                ),
+                None => (Verdict::Fail, not_ok),
+            }
+        }
         Some(api) => match &api.git_version {
             None => (Verdict::Fail, "/version did not answer".to_string()),
             Some(version) => (Verdict::Pass, format!("/readyz ok, /version {version}")),
@@ -291,7 +303,7 @@ fn daemonset(
 }
 
 /// Whether our backup for this very target exists: the upgrade is under way.
-fn resuming(obs: &Observation, version: &KubeVersion) -> bool {
+pub(crate) fn resuming(obs: &Observation, version: &KubeVersion) -> bool {
     obs.backup.as_ref().is_some_and(|b| {
         matches!(&b.record, Ok(r) if matches!(&r.origin, BackupOrigin::Selfhost { target } if target == version))
     })

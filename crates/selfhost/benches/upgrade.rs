@@ -121,10 +121,12 @@ async fn run(nodes: usize, show_profile: bool) -> (Duration, Duration, u64) {
     let wall = started.elapsed();
     assert_eq!(report.outcome, RunOutcome::Done);
     if let Some(tap) = tap {
-        let mut lines = tap.finish();
-        lines.extend(profile::engine_lines(receiver, events_offset));
+        let (mut lines, facts) = tap.finish();
+        let (engine, did) = profile::engine_lines(receiver, events_offset);
+        lines.extend(engine);
         profile::print(lines);
         println!("wall {:.3}s", wall.as_secs_f64());
+        profile::account(&facts, &did, lower_bound(&timings, nodes as u32) / 3, wall);
     }
     drop(observer);
     let requests = sim.metrics().total() - before;

@@ -57,6 +57,7 @@ impl IdentityTracker {
             .entry(sighting.holder.clone())
             .or_insert_with(|| {
                 let mut first = sighting.clone();
+                first.first_seen = Some(now);
                 if first.holder_since.is_none() && taken_over {
                     // Seen replacing another holder: it started holding at this renewal.
                     first.holder_since = sighting.last_renewed.or(Some(now));

@@ -227,6 +227,7 @@ impl IdentitySighting {
             hostname: labels.get(HOSTNAME_LABEL).cloned(),
             holder,
             last_renewed: spec.renew_time.as_ref().map(|t| t.0),
+            first_seen: None,
         })
     }
 }

@@ -378,6 +378,11 @@ pub struct IdentitySighting {
     pub holder_since: Option<Timestamp>,
     /// The latest renewal seen with this holder.
     pub last_renewed: Option<Timestamp>,
+    /// When the engine first saw this holder, by the engine's own clock (the one
+    /// [`Observation::now`] comes from): its process existed then. `None` when unknown (one
+    /// Lease read on its own). A holder first seen before selfhost created the backup cannot
+    /// be a backup process's.
+    pub first_seen: Option<Timestamp>,
 }
 
 impl IdentitySighting {

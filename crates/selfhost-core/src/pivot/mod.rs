@@ -12,6 +12,7 @@
 //! | backup DaemonSet | target version, original template ([`crate::backup`]) | [`Step::CreateBackup`], [`Step::AdoptBackup`] |
 //! | backup DaemonSet | [`BACKUP_CREATED_AT`]: start of the backup wait | [`Step::CreateBackup`] |
 //! | real DaemonSet | [`UPDATE_STARTED_AT`]: start of the rollout deadline | [`Step::UpdateReal`] |
+//! | real DaemonSet | [`BACKUP_IDENTITIES`]: which identity holder is each backup pod's | [`Step::UpdateReal`] |
 //! | real DaemonSet | [`APPLIED_TEMPLATE_HASH`], [`APPLIED_OVER_GENERATION`]: which template we applied on top of which | [`Step::UpdateReal`], [`Step::RollBack`] |
 //! | real DaemonSet | [`ROLLBACK_STARTED_AT`], [`ROLLBACK_REASON`]: a rollback and why | [`Step::RollBack`] |
 //!
@@ -27,6 +28,7 @@ mod backup_template;
 mod leader;
 mod next_step;
 mod phases;
+mod recorded;
 mod rolling_back;
 mod serving;
 mod step;
@@ -41,6 +43,7 @@ use k8s_openapi::jiff::Timestamp;
 pub use backup_template::backup_daemonset;
 pub use leader::{LEADER_ELECT_FLAG, leader_is_new_process, lease_hand_over};
 pub use next_step::next_step;
+pub use recorded::{BACKUP_IDENTITIES, RecordedIdentity};
 pub use serving::{IdentityPublishing, Serving, identity_publishing, pod_serves};
 pub use step::{Step, Update, Wait, Watch};
 

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
+use super::recorded::{BACKUP_IDENTITIES, backup_identities};
 use super::step::{Step, Update, Wait, Watch};
 use super::{
     APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, BACKUP_CREATED_AT, ROLLBACK_REASON,
@@ -188,13 +189,17 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// The update to the target, starting the rollout clock.
-    pub(super) fn update_to_target(&self) -> Step {
-        Step::UpdateReal(self.update(
-            &self.target.template,
-            &[(UPDATE_STARTED_AT, time::format(self.now()))],
-            &[ROLLBACK_STARTED_AT, ROLLBACK_REASON],
-        ))
+    /// The update to the target, starting the rollout clock and recording which identity
+    /// holder is each backup pod's (for a run that resumes this one: `recorded.rs`).
+    pub(super) fn update_to_target(&self, backup: &BackupObservation) -> Step {
+        let mut set = vec![(UPDATE_STARTED_AT, time::format(self.now()))];
+        let mut remove = vec![ROLLBACK_STARTED_AT, ROLLBACK_REASON];
+        match backup_identities(self.obs, self.target, backup) {
+            Some(record) => set.push((BACKUP_IDENTITIES, record)),
+            // A record left by an earlier upgrade names pods long gone; drop it.
+            None => remove.push(BACKUP_IDENTITIES),
+        }
+        Step::UpdateReal(self.update(&self.target.template, &set, &remove))
     }
 
     /// The update that restores `original`, recording the rollback and why.

@@ -226,7 +226,7 @@ impl Cx<'_> {
                     fix: "re-run with --accept-downtime to accept it".into(),
                 };
             }
-            return self.update_to_target();
+            return self.update_to_target(backup);
         }
         let signals = failure_signals(
             &backup.daemonset.pods,
@@ -487,9 +487,12 @@ impl Cx<'_> {
             .pods_on(node)
             .find_map(|b| pod_serves(self.obs, self.target, b).ok())?;
         let grace = match cover {
-            Serving::Identity { .. } | Serving::Identities { .. } => Some(
-                i64::try_from(self.target.options.shortened_grace.as_secs()).unwrap_or(i64::MAX),
-            ),
+            Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. } => {
+                Some(
+                    i64::try_from(self.target.options.shortened_grace.as_secs())
+                        .unwrap_or(i64::MAX),
+                )
+            }
             Serving::Soaked | Serving::Standby => None,
         };
         Some(Step::DeleteOldPod {

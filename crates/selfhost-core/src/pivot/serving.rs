@@ -22,7 +22,14 @@
 //!   take it over from each other on every renewal, and for processes that were already
 //!   running when the engine started watching.
 //!
-//! Neither can be fooled by a probe answered by another process: a process that does not
+//! - **elimination**: for a backup pod the engine created, when counting accounts for every
+//!   process on the host and every holder but one was first seen (engine clock) before the
+//!   backup was created: the one left is the backup pod's.
+//! - **record**: for a backup pod, the holder that the run which updated the real DaemonSet
+//!   attributed to it, while the pod runs the same process and the holder is renewed (see
+//!   `recorded.rs`): a run resumed after that one was killed did not see the hand-overs.
+//!
+//! None can be fooled by a probe answered by another process: a process that does not
 //! serve publishes nothing.
 //!
 //! Controller-managers and schedulers publish nothing while on standby; for them serving
@@ -32,7 +39,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::{
-    APPLIED_OVER_GENERATION, ROLLBACK_STARTED_AT, Target, UPDATE_STARTED_AT, container_name,
+    APPLIED_OVER_GENERATION, BACKUP_CREATED_AT, ROLLBACK_STARTED_AT, Target, UPDATE_STARTED_AT,
+    container_name,
 };
 use crate::component::Component;
 use crate::observation::{IDENTITY_FRESHNESS, IdentitySighting, Observation, PodObservation, time};
@@ -82,6 +90,15 @@ pub enum Serving {
         /// The Lease.
         lease: String,
         /// The holder identity attributed to the pod.
+        holder: String,
+    },
+    /// A backup kube-apiserver pod whose holder the run that updated the real DaemonSet
+    /// attributed to it, still renewed by the same process (see `recorded.rs`): what a
+    /// resumed run knows of hand-overs it did not watch.
+    Recorded {
+        /// The Lease.
+        lease: String,
+        /// The holder identity recorded for the pod.
         holder: String,
     },
     /// A kube-apiserver on a host with as many live identities as apiserver processes.
@@ -143,8 +160,20 @@ pub fn pod_serves(
                     holder: sighting.holder.clone(),
                 });
             }
+            if let Some(sighting) = super::recorded::recorded_identity(obs, pod, started) {
+                return Ok(Serving::Recorded {
+                    lease: sighting.lease.clone(),
+                    holder: sighting.holder.clone(),
+                });
+            }
+            if let Some(sighting) = eliminated_identity(obs, pod) {
+                return Ok(Serving::Identity {
+                    lease: sighting.lease.clone(),
+                    holder: sighting.holder.clone(),
+                });
+            }
             match counted_identities(obs, pod) {
-                Some(holders) => Ok(Serving::Identities { holders }),
+                Some((holders, _)) => Ok(Serving::Identities { holders }),
                 None => Err(format!(
                     "{node}: pod {} is Ready, but no identity Lease of its own has appeared \
                      since its process started at {started} (Ready alone can be answered by \
@@ -161,7 +190,7 @@ pub fn pod_serves(
 pub(crate) fn serves_by_identity(obs: &Observation, target: &Target, pod: &PodObservation) -> bool {
     matches!(
         pod_serves(obs, target, pod),
-        Ok(Serving::Identity { .. } | Serving::Identities { .. })
+        Ok(Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. })
     )
 }
 
@@ -197,9 +226,63 @@ fn attributed_identity<'a>(
         .find(|sighting| !ambiguous(obs, pod, started, sighting))
 }
 
+/// A backup pod's holder by elimination, where counting accounts for every process of the
+/// host but attributes none (the kubelet's whole-second start times cannot order processes
+/// started within one second, as on a freshly booted cluster).
+///
+/// With exactly as many fresh holders as apiserver processes on the host, each holder is one
+/// of those processes'. A holder the engine first saw before it created the backup
+/// ([`BACKUP_CREATED_AT`], both on the engine's clock) belongs to a process that existed
+/// before any backup pod did. If all holders but one are such, the one left is the backup
+/// pod's. Only for a backup this run's engine created (its creation time by the API is not
+/// before that moment's second; an adopted kubeadm backup's pods may be older than the
+/// adoption).
+fn eliminated_identity<'a>(
+    obs: &'a Observation,
+    pod: &PodObservation,
+) -> Option<&'a IdentitySighting> {
+    let backup = obs.backup.as_ref()?;
+    if !backup
+        .daemonset
+        .pods
+        .iter()
+        .any(|p| p.name == pod.name && p.uid == pod.uid)
+    {
+        return None;
+    }
+    let created_by_us = backup
+        .daemonset
+        .annotation(BACKUP_CREATED_AT)
+        .and_then(time::parse)?;
+    // The API's creation time has whole seconds: a backup we created was created in the
+    // second of our record or later (a second of allowance for the two clocks).
+    let created = backup.daemonset.created?;
+    if time::after(created, std::time::Duration::from_secs(2)) <= created_by_us {
+        return None;
+    }
+    let node = pod.node.as_deref()?;
+    let (holders, processes) = counted_identities(obs, pod)?;
+    if holders.len() != processes {
+        return None;
+    }
+    let mut newer: Vec<&IdentitySighting> = obs
+        .identity_leases
+        .iter()
+        .filter(|s| sighting_node(obs, s) == Some(node) && s.is_fresh(obs.now))
+        .filter(|s| holders.contains(&s.holder))
+        .filter(|s| s.first_seen.is_none_or(|seen| seen >= created_by_us))
+        .collect();
+    newer.sort_by(|a, b| a.holder.cmp(&b.holder));
+    newer.dedup_by(|a, b| a.holder == b.holder);
+    match newer.as_slice() {
+        [only] => Some(only),
+        _ => None,
+    }
+}
+
 /// The holders that make every apiserver process on the pod's host accounted for, if they
-/// do (see the module documentation).
-fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<Vec<String>> {
+/// do (see the module documentation), with the number of those processes.
+fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<(Vec<String>, usize)> {
     let node = pod.node.as_deref()?;
     let name = container_name(obs);
     let on_host: Vec<&PodObservation> = obs
@@ -229,11 +312,14 @@ fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<Vec<Str
         .collect();
     holders.sort();
     holders.dedup();
-    (holders.len() >= on_host.len()).then_some(holders)
+    (holders.len() >= on_host.len()).then_some((holders, on_host.len()))
 }
 
 /// The node a sighting's host is, by hostname label.
-fn sighting_node<'a>(obs: &'a Observation, sighting: &IdentitySighting) -> Option<&'a str> {
+pub(super) fn sighting_node<'a>(
+    obs: &'a Observation,
+    sighting: &IdentitySighting,
+) -> Option<&'a str> {
     let hostname = sighting.hostname.as_deref()?;
     obs.node_by_hostname(hostname)
         .map(|node| node.name.as_str())

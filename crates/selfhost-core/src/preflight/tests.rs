@@ -304,3 +304,103 @@ fn a_kubeadm_backup_is_a_warning_and_adopted() {
         check.message
     );
 }
+
+/// Campaign finding B: a run killed in the middle of the apiserver's pivot is re-run, and its
+/// `/readyz` lands on an apiserver the pivot itself is stopping (500 on purpose during its
+/// shutdown delay) or starting. A resume judges the API by a serving apiserver's identity
+/// instead; a fresh run stays strict.
+#[test]
+fn on_a_resume_an_apiserver_serving_by_identity_outweighs_one_failed_readyz() {
+    type Edit = fn(Component, World) -> World;
+    let mid_pivot: Edit = |c, w| {
+        if c == Component::ApiServer {
+            w.backup()
+                .backup_serving()
+                .updated()
+                .new_pod("cp-1", Pod::Starting { started: 40 })
+                .at(45)
+        } else {
+            w.at(45)
+        }
+    };
+    let shutting_down = |w: World| {
+        let mut w = w.api(OLD, false);
+        w.obs.api.readyz_detail = Some("HTTP 500: failing checks shutdown".into());
+        w.obs.api.git_version = None;
+        w
+    };
+    /// A change to each component's world, capturing the helpers above.
+    type Boxed = Box<dyn Fn(Component, World) -> World>;
+    // (case, the world, the verdict, a phrase of the message)
+    let rows: Vec<(&str, Boxed, Verdict, &str)> = vec![
+        (
+            "a fresh run: one failed /readyz refuses",
+            Box::new(move |_, w| shutting_down(w)),
+            Verdict::Fail,
+            "/readyz is not ok: HTTP 500: failing checks shutdown",
+        ),
+        (
+            "a resume with apiservers renewing their identity: resumes, saying why",
+            Box::new(move |c, w| shutting_down(mid_pivot(c, w))),
+            Verdict::Warn,
+            "failing checks shutdown; but an upgrade is in progress and the API answers reads, \
+             and 1 kube-apiserver process(es) renewed their identity Lease",
+        ),
+        (
+            "a resume on a cluster without identity Leases, apiservers Ready for long",
+            Box::new(move |c, w| shutting_down(mid_pivot(c, w.without_identity_leases()))),
+            Verdict::Warn,
+            "Ready for over 15 s (this cluster publishes no identity Leases)",
+        ),
+        (
+            "a resume without identity Leases where no apiserver has been Ready for long",
+            Box::new(move |c, w| {
+                let mut w = shutting_down(mid_pivot(c, w.without_identity_leases()));
+                let now = w.obs.now;
+                for ds in w
+                    .obs
+                    .real
+                    .iter_mut()
+                    .chain(w.obs.backup.iter_mut().map(|b| &mut b.daemonset))
+                {
+                    for pod in &mut ds.pods {
+                        pod.ready_since = Some(now);
+                    }
+                }
+                w
+            }),
+            Verdict::Fail,
+            "/readyz is not ok",
+        ),
+        (
+            "a backup of another upgrade is not a resume",
+            Box::new(move |c, w| {
+                let w = shutting_down(w.at(45));
+                if c == Component::ApiServer {
+                    w.backup_for("v1.33.0").backup_serving()
+                } else {
+                    w
+                }
+            }),
+            Verdict::Fail,
+            "/readyz is not ok",
+        ),
+    ];
+    for (case, change, verdict, text) in rows {
+        let report = preflight(&cluster(1, change), &target_to(NEW));
+        let check = report
+            .checks
+            .iter()
+            .find(|c| c.id == CheckId::ApiHealthy)
+            .expect("the API check");
+        assert_eq!(check.verdict, verdict, "{case}: {}", check.message);
+        assert!(
+            check.message.contains(text),
+            "{case}: {:?} does not mention {text:?}",
+            check.message
+        );
+        if verdict == Verdict::Warn {
+            assert!(report.allows(), "{case}: {:?}", failures(&report));
+        }
+    }
+}

@@ -6,6 +6,7 @@ mod client;
 mod convert;
 mod handover;
 mod prepull;
+mod resume;
 mod retry;
 mod upgrade;
 mod versus_kubeadm;

@@ -39,10 +39,6 @@ const CONCURRENCY: usize = 2;
 /// made it fail (real bugs not fixed yet). Empty is the goal: remove a seed with its fix.
 const QUICK_EXCLUSIONS: &[(u64, &str)] = &[
     (
-        14970943359288,
-        "open finding B (resume refused: /readyz of an apiserver shutting down)",
-    ),
-    (
         219645376349020,
         "open finding I (never-Ready apiservers answer the prober's kept connection with 500)",
     ),

@@ -36,6 +36,7 @@ fn one_second_pivot(update_ms: u64, at: i64) -> Observation {
         holder: "apiserver-cp1hash_backup-uuid".into(),
         holder_since: Some(t_ms(2, 200)),
         last_renewed: Some(t(at)),
+        first_seen: None,
     }];
     world.build()
 }
@@ -86,6 +87,7 @@ fn a_process_started_before_the_holder_appeared_keeps_it_ambiguous() {
         holder: "apiserver-cp1hash_who".into(),
         holder_since: Some(t_ms(2, 200)),
         last_renewed: Some(t(5)),
+        first_seen: None,
     }];
     check(vec![row(
         "restarted old process or backup: nobody is proven to serve",
@@ -104,6 +106,7 @@ fn host_lease(holder: &str, since: Option<i64>, renewed: i64) -> IdentitySightin
         holder: format!("apiserver-cp1hash_{holder}"),
         holder_since: since.map(t),
         last_renewed: Some(t(renewed)),
+        first_seen: None,
     }
 }
 

@@ -23,6 +23,7 @@ fn backup_with_identity(since: Option<i64>, renewed: i64) -> Observation {
         holder: "apiserver-cp-1_new".into(),
         holder_since: since.map(t),
         last_renewed: Some(t(renewed)),
+        first_seen: None,
     });
     world.build()
 }
@@ -148,6 +149,7 @@ fn a_probe_answered_by_another_process_never_lets_the_pivot_proceed() {
         holder: "apiserver-cp-1_who".into(),
         holder_since: Some(t(8)),
         last_renewed: Some(t(18)),
+        first_seen: None,
     });
     let step = decide(&world.build(), &target(ApiServer));
     assert_eq!(step.name(), "wait-for-backup", "{}", step.description());
@@ -363,6 +365,7 @@ fn two_live_identities_for_two_processes_on_a_host_is_enough() {
                 holder: (*holder).into(),
                 holder_since: None,
                 last_renewed: Some(t(*renewed)),
+                first_seen: None,
             })
             .collect();
         world.build()

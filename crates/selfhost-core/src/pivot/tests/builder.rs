@@ -200,6 +200,7 @@ impl World {
                     holder: format!("apiserver-{node}-old_1"),
                     holder_since: None,
                     last_renewed: Some(t(-3)),
+                    first_seen: None,
                 });
             }
         }
@@ -285,6 +286,7 @@ impl World {
                 holder: format!("apiserver-{name}_uuid"),
                 holder_since: Some(t(started + 2)),
                 last_renewed: Some(self.obs.now),
+                first_seen: None,
             });
         }
         let started = match state {

@@ -9,6 +9,7 @@ mod finishing;
 mod laws;
 mod leases;
 mod outages;
+mod recorded;
 mod resume;
 mod rolling_out;
 mod start;

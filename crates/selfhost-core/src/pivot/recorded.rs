@@ -1,0 +1,132 @@
+//! What the run that updated the real DaemonSet proved about the backup, kept for a run that
+//! resumes after it.
+//!
+//! A kube-apiserver pod serves when its own identity Lease vouches for it (`serving.rs`), and
+//! on a Lease that every process of a host shares only a watcher that saw the hand-over knows
+//! which holder is whose. A run killed during the rollout takes that knowledge with it: the
+//! re-run finds each host's Lease held by the backup's process alone (a new pod that never
+//! serves publishes nothing), cannot tell that holder from the new pod's, and so cannot prove
+//! that the backup serves — which a rollback needs (campaign finding A).
+//!
+//! So the update that starts the rollout also records, on the real DaemonSet
+//! ([`BACKUP_IDENTITIES`]), each backup pod proven serving by attribution: its uid, its
+//! process (start time and restart count) and the holder identity attributed to it. A later
+//! observation counts the backup pod as serving by that record only while
+//! - the pod is the same pod, running the same process: same uid, the same start time and
+//!   restart count of its main container (a restarted container is a new process with a new
+//!   holder identity);
+//! - the recorded holder is still renewed on its host's Lease ([`IDENTITY_FRESHNESS`]).
+//!
+//! Holder identities are unique per process, so a holder renewed now belongs to the process
+//! it belonged to when the record was made; that process is still the pod's, so the pod
+//! serves. A probe answered by another process cannot produce a record (the record holds
+//! only attributions, never Ready), and a record names a pod uid, so it never speaks for a
+//! later backup. Holders proven only by counting (every process of a host accounted for,
+//! none attributed) are not recorded: once the other processes of the host change, nothing
+//! would say which of the counted holders is the backup's.
+//!
+//! [`IDENTITY_FRESHNESS`]: crate::observation::IDENTITY_FRESHNESS
+
+use serde::{Deserialize, Serialize};
+
+use super::serving::{Serving, pod_serves, sighting_node};
+use super::{Target, container_name};
+use crate::observation::{BackupObservation, IdentitySighting, Observation, PodObservation, time};
+
+/// Annotation on the real DaemonSet: the backup pods the update's run proved serving, each
+/// with the identity holder attributed to it (a JSON list of [`RecordedIdentity`]).
+pub const BACKUP_IDENTITIES: &str = "selfhost.dev/backup-identities";
+
+/// One backup pod's process and the identity holder attributed to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedIdentity {
+    /// The backup pod's uid.
+    pub pod_uid: String,
+    /// Its node.
+    pub node: String,
+    /// When its main container's process started (the kubelet's `startedAt`, RFC 3339).
+    pub process_started_at: String,
+    /// Its main container's restart count then.
+    pub restarts: i32,
+    /// The identity Lease.
+    pub lease: String,
+    /// The holder identity attributed to the pod's process.
+    pub holder: String,
+}
+
+/// The record of every backup pod that serves by an attributed identity now (or by a record
+/// that still holds): the value of [`BACKUP_IDENTITIES`], `None` when there is none.
+pub(super) fn backup_identities(
+    obs: &Observation,
+    target: &Target,
+    backup: &BackupObservation,
+) -> Option<String> {
+    let name = container_name(obs);
+    let records: Vec<RecordedIdentity> = backup
+        .daemonset
+        .pods
+        .iter()
+        .filter(|pod| !pod.is_terminating())
+        .filter_map(|pod| {
+            let (lease, holder) = match pod_serves(obs, target, pod) {
+                Ok(Serving::Identity { lease, holder } | Serving::Recorded { lease, holder }) => {
+                    (lease, holder)
+                }
+                _ => return None,
+            };
+            Some(RecordedIdentity {
+                pod_uid: pod.uid.clone()?,
+                node: pod.node.clone()?,
+                process_started_at: time::format(pod.process_started_at(name)?),
+                restarts: pod.main_container(name)?.restart_count,
+                lease,
+                holder,
+            })
+        })
+        .collect();
+    if records.is_empty() {
+        return None;
+    }
+    // Serialising strings and integers cannot fail.
+    serde_json::to_string(&records).ok()
+}
+
+/// The sighting of the holder recorded for backup pod `pod` (whose process started at
+/// `started`), if the record still holds: same pod, same process, holder still renewed on
+/// the pod's host.
+pub(super) fn recorded_identity<'a>(
+    obs: &'a Observation,
+    pod: &PodObservation,
+    started: k8s_openapi::jiff::Timestamp,
+) -> Option<&'a IdentitySighting> {
+    let uid = pod.uid.as_deref()?;
+    let node = pod.node.as_deref()?;
+    let backup = obs.backup.as_ref()?;
+    // Only the backup's pods are recorded; a real pod of the same uid cannot exist, but the
+    // record speaks for nothing else.
+    if !backup
+        .daemonset
+        .pods
+        .iter()
+        .any(|p| p.uid.as_deref() == Some(uid))
+    {
+        return None;
+    }
+    let text = obs.real.as_ref()?.annotation(BACKUP_IDENTITIES)?;
+    // An unreadable record proves nothing: the engine is only more cautious without it.
+    let records: Vec<RecordedIdentity> = serde_json::from_str(text).ok()?;
+    let restarts = pod.main_container(container_name(obs))?.restart_count;
+    let record = records.into_iter().find(|r| {
+        r.pod_uid == uid
+            && r.node == node
+            && r.restarts == restarts
+            && time::parse(&r.process_started_at) == Some(started)
+    })?;
+    obs.identity_leases.iter().find(|sighting| {
+        sighting.holder == record.holder
+            && sighting.lease == record.lease
+            && sighting.is_fresh(obs.now)
+            && sighting_node(obs, sighting) == Some(node)
+    })
+}
