@@ -159,8 +159,9 @@ fn seen_stopping_since(obs: &Observation, node: &str, acquired: Timestamp) -> bo
 /// have (see the module documentation). `pods` are the node's pods of our DaemonSets.
 ///
 /// Nothing is deleted while every possible holder runs on (the holder is then alive, whoever
-/// it is), nor without a running, Ready standby of the role on another Ready node that can
-/// take the Lease and, for the controller-manager, have the DaemonSets recreate the pods.
+/// it is), nor without a running, Ready standby of the role on another Ready node: it takes
+/// the Lease, and the deleted pod's replacement needs a leader of its role (the
+/// controller-manager creates it, the scheduler places it).
 fn stop_every_possible_holder(
     obs: &Observation,
     node: &str,
@@ -215,10 +216,11 @@ fn stop_every_possible_holder(
         node: node.to_string(),
         grace_period_seconds: None,
         why: format!(
-            "the Lease's holder acquired it at {acquired} on {node}, where {gone} and {count} \
-             more {name} process(es) that may hold it run on; the holder cannot be told apart, \
-             so they stop too and the Lease is handed over once none runs, rather than left \
-             to expire with its holder possibly gone (a standby on another node takes over)",
+            "the Lease's holder acquired it at {acquired} on {node}, where {gone} while \
+             {count} other {name} process(es) that may hold it run on; the holder cannot be \
+             told apart, so they stop too and the Lease is handed over once none runs, rather \
+             than left to expire with its holder possibly gone (a standby on another node \
+             takes over)",
             count = staying.len(),
         ),
     })
