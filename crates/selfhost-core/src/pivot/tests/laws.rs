@@ -303,6 +303,31 @@ proptest! {
         }
     }
 
+    /// A controller-manager or scheduler pod is deleted only while another process of the
+    /// role runs on, Ready and not being deleted, on a Ready node: one to lead, and to have
+    /// the deleted pod recreated (its DaemonSet controller, its scheduler).
+    #[test]
+    fn a_controller_pod_is_deleted_only_while_another_runs_on(scenario in scenario()) {
+        let component = if scenario.component == Component::Scheduler {
+            Component::Scheduler
+        } else {
+            Component::ControllerManager
+        };
+        let scenario = Scenario { component, ..scenario };
+        let obs = scenario.build();
+        if let Step::DeleteOldPod { pod, .. } = decide(&obs, &target(component)) {
+            let name = component.name();
+            prop_assert!(
+                obs.all_pods().any(|p| p.name != pod
+                    && p.is_running(name)
+                    && p.ready
+                    && !p.is_terminating()
+                    && p.node.as_deref().is_some_and(|n| obs.node_is_ready(n))),
+                "{pod} deleted with no other process running"
+            );
+        }
+    }
+
     /// The same observation always gives the same step.
     #[test]
     fn next_step_is_deterministic(scenario in scenario()) {

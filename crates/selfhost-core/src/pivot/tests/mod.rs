@@ -1,5 +1,6 @@
 //! Table-driven tests of the pivot: one row per situation, one line of setup each.
 
+mod ambiguous_holder;
 mod attribution;
 mod backing_up;
 pub(crate) mod builder;
