@@ -145,52 +145,46 @@ pub async fn perform(
                     why: format!("DaemonSet {} is gone", update.name),
                 }));
             };
-            let what = format!("update DaemonSet kube-system/{}", update.name);
-            let object = updated(current.clone(), update);
-            let mut result = with_retries(&what, policy, || {
-                daemonsets.replace(&update.name, &post, &object)
+            let result = replace_daemonset(&daemonsets, &post, policy, current, |ds, rv| {
+                updated(ds, update, rv)
             })
             .await;
-            // A 409 because someone changed only the DaemonSet's metadata since our view (a
-            // GitOps controller or an operator annotating it every few hundred milliseconds)
-            // is not a reason to decide again: while the view lags behind such a writer,
-            // every decision would meet the next 409 (campaign finding C: a rollback
-            // superseded for ten seconds). The same update applies to the object as the API
-            // has it now, as long as its spec is still the one decided on; the writer's
-            // metadata is kept. Bounded: a writer faster than a read and a write gets the
-            // executor's own handling of a superseded action.
-            for _ in 0..CONFLICT_REREADS {
-                if !result
-                    .as_ref()
-                    .is_err_and(|e| e.kind == FailureKind::Conflict)
-                {
-                    break;
-                }
-                let Ok(fresh) = with_retries(
-                    &format!("read DaemonSet kube-system/{}", update.name),
-                    policy,
-                    || daemonsets.get(&update.name),
-                )
-                .await
-                else {
-                    break;
-                };
-                if fresh.spec != current.spec {
-                    break;
-                }
-                let again = Update {
-                    resource_version: fresh.metadata.resource_version.clone(),
-                    ..update.clone()
-                };
-                let object = updated(fresh, &again);
-                result = with_retries(&what, policy, || {
-                    daemonsets.replace(&update.name, &post, &object)
-                })
-                .await;
-            }
             superseded_or(
                 result.map(|ds| ds.metadata.resource_version),
                 written(Kind::DaemonSet, &update.name),
+            )
+        }
+        Step::RestoreUpdateStrategy {
+            name,
+            resource_version,
+            strategy,
+            remove_annotations,
+            ..
+        } => {
+            let Some(current) = live(name) else {
+                return Some(Ok(Applied::Superseded {
+                    why: format!("DaemonSet {name} is gone"),
+                }));
+            };
+            let precondition = resource_version.clone();
+            let result = replace_daemonset(&daemonsets, &post, policy, current, |mut ds, rv| {
+                ds.metadata.resource_version = rv.or_else(|| precondition.clone());
+                ds.metadata.managed_fields = None;
+                if let Some(annotations) = ds.metadata.annotations.as_mut() {
+                    for key in remove_annotations {
+                        annotations.remove(key);
+                    }
+                }
+                if let Some(spec) = ds.spec.as_mut() {
+                    spec.update_strategy = Some((**strategy).clone());
+                }
+                ds.status = None;
+                ds
+            })
+            .await;
+            superseded_or(
+                result.map(|ds| ds.metadata.resource_version),
+                written(Kind::DaemonSet, name),
             )
         }
         Step::DeleteOldPod {
@@ -243,10 +237,58 @@ pub async fn perform(
     })
 }
 
-/// The live DaemonSet with the update's template and annotations, and the update's
-/// resourceVersion as precondition (a PUT with a stale one gets 409).
-fn updated(mut ds: DaemonSet, update: &Update) -> DaemonSet {
-    ds.metadata.resource_version = update.resource_version.clone();
+/// PUTs `change(current, None)` — the live DaemonSet as the decision saw it, with the
+/// decision's precondition — and, after a 409, `change(fresh, Some(rv))` to the object as the
+/// API has it, as long as its spec is still the one decided on.
+///
+/// A 409 because someone changed only the DaemonSet's metadata since our view (a GitOps
+/// controller or an operator annotating it every few hundred milliseconds) is not a reason to
+/// decide again: while the view lags behind such a writer, every decision would meet the next
+/// 409 (campaign finding C: a rollback superseded for ten seconds). The writer's metadata is
+/// kept. Bounded: a writer faster than a read and a write gets the executor's own handling of
+/// a superseded action.
+async fn replace_daemonset(
+    daemonsets: &Api<DaemonSet>,
+    post: &PostParams,
+    policy: &RetryPolicy,
+    current: DaemonSet,
+    change: impl Fn(DaemonSet, Option<String>) -> DaemonSet,
+) -> Result<DaemonSet, ApiCallError> {
+    let name = current.metadata.name.clone().unwrap_or_default();
+    let what = format!("update DaemonSet kube-system/{name}");
+    let object = change(current.clone(), None);
+    let mut result = with_retries(&what, policy, || daemonsets.replace(&name, post, &object)).await;
+    for _ in 0..CONFLICT_REREADS {
+        if !result
+            .as_ref()
+            .is_err_and(|e| e.kind == FailureKind::Conflict)
+        {
+            break;
+        }
+        let Ok(fresh) = with_retries(
+            &format!("read DaemonSet kube-system/{name}"),
+            policy,
+            || daemonsets.get(&name),
+        )
+        .await
+        else {
+            break;
+        };
+        if fresh.spec != current.spec {
+            break;
+        }
+        let rv = fresh.metadata.resource_version.clone();
+        let object = change(fresh, rv);
+        result = with_retries(&what, policy, || daemonsets.replace(&name, post, &object)).await;
+    }
+    result
+}
+
+/// The live DaemonSet with the update's template, strategy and annotations, and as
+/// precondition `resource_version` if given, else the update's (a PUT with a stale one gets
+/// 409).
+fn updated(mut ds: DaemonSet, update: &Update, resource_version: Option<String>) -> DaemonSet {
+    ds.metadata.resource_version = resource_version.or_else(|| update.resource_version.clone());
     ds.metadata.managed_fields = None;
     let annotations: &mut BTreeMap<String, String> =
         ds.metadata.annotations.get_or_insert_with(BTreeMap::new);
@@ -256,6 +298,9 @@ fn updated(mut ds: DaemonSet, update: &Update) -> DaemonSet {
     annotations.extend(update.set_annotations.clone());
     if let Some(spec) = ds.spec.as_mut() {
         spec.template = (*update.template).clone();
+        if let Some(strategy) = &update.update_strategy {
+            spec.update_strategy = Some(strategy.clone());
+        }
     }
     ds.status = None;
     ds

@@ -21,6 +21,35 @@
 //! since the acquisition and at most one process of the component can run at all (see
 //! [`sole_candidate`]), that process is the only one that can hold the Lease after the
 //! hand-over, whether it held it before or not.
+//!
+//! Two processes of a role on one node are the normal case, not the exception: every node runs
+//! the backup's standby next to its real pod (old, then new). A standby acquires the Lease
+//! whenever the previous holder goes, so the holder is often one of two processes on its node
+//! that both started well before the acquisition (whole seconds before it: no wait for the next
+//! second boundary would separate them), and nothing the API shows tells them apart: start
+//! times only rule out processes started later; `renewTime` says the holder renewed, not which
+//! process did, and a holder that stopped renewing still leads until a renewal round has failed
+//! for its whole renew deadline (10 s; waiting that out would save 5 s of the 15); the
+//! identity's uuid names no pod; `leaseDurationSeconds` is each process's flag, the same for
+//! all of them; a pod's log would say whether its process acquired, but only through a message
+//! text that may change between releases, and its absence proves nothing (the line follows the
+//! write). So when one of the two goes away (the rollout deletes the old pod, or the engine
+//! removes the backup) the holder may be dead or alive, and the rule above would leave the
+//! Lease to expire: 15 s without a controller-manager or scheduler. The engine settles it by
+//! sequencing instead ([`stop_every_possible_holder`]): it deletes the other possible holders
+//! on that node too (pods of our DaemonSets, which recreate them), so that every process that
+//! may hold the Lease stops, and hands the Lease over by the rule above once they have.
+//! Deleting a standby can never make two leaders; the Lease is still only deleted once no
+//! process that may hold it runs. It costs one pod restart and, when the process left running
+//! was the holder, one leader change it would not otherwise have made — each as short as any
+//! other hand-over, and only while a process that may hold the Lease is going away anyway. It
+//! needs a standby on another node to take over, as the recreated pod needs a leader of its
+//! own role (the controller-manager's DaemonSet controller creates it, the scheduler places
+//! it); on one node the exception above applies instead.
+//!
+//! Pods that stopped leave the API soon after (at once, in the simulator), so the engine
+//! remembers the processes it saw stop ([`Observation::stopped`]): a node where all of them
+//! stopped has no pod left at all, and still must count as one where the holder is gone.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -30,7 +59,7 @@ use super::{Target, container_name};
 use crate::command_line;
 use crate::component::Component;
 use crate::observation::{
-    ContainerState, DaemonSetObservation, LeaderLease, Observation, PodObservation,
+    ContainerState, DaemonSetObservation, LeaderLease, Observation, PodObservation, StoppedProcess,
 };
 
 /// The flag that turns leader election off; then there is no Lease to verify.
@@ -80,22 +109,11 @@ fn hand_over_decision(obs: &Observation) -> Option<HandOver> {
         .all_pods()
         .filter(|pod| pod.node.as_deref() == Some(node.name.as_str()))
         .collect();
-    if pods.is_empty() {
+    // Our pods ran there: the ones left, or processes the engine saw stop.
+    if pods.is_empty() && stopped_on(obs, &node.name).next().is_none() {
         return None;
     }
-    let may_be_holder = pods.iter().any(|pod| match pod.main_container(name) {
-        None => true,
-        Some(container) => match container.state {
-            // Start times are whole seconds; a pod our own update created started after that
-            // write, which is known to the millisecond (the backup's standby often acquires
-            // in the same second as the new pod starts).
-            ContainerState::Running { .. } => {
-                started_no_earlier_than(obs, pod).is_none_or(|s| s <= acquired)
-            }
-            ContainerState::Unknown => true,
-            ContainerState::Waiting { .. } | ContainerState::Terminated { .. } => false,
-        },
-    });
+    let may_be_holder = pods.iter().any(|pod| may_hold(obs, pod, acquired));
     let reason = if !may_be_holder {
         format!(
             "no {name} process running on {node} is that old",
@@ -107,7 +125,9 @@ fn hand_over_decision(obs: &Observation) -> Option<HandOver> {
     {
         if just_acquired(lease) {
             return Some(HandOver::Deferred(format!(
-                "Lease {} was acquired by {holder} at {acquired} and not renewed since:                  waiting for its renewal to tell a survivor of the hand-over from a holder that                  stopped",
+                "Lease {} was acquired by {holder} at {acquired} and not renewed since: \
+                 waiting for its renewal to tell a survivor of the hand-over from a holder \
+                 that stopped",
                 lease.name
             )));
         }
@@ -117,7 +137,7 @@ fn hand_over_decision(obs: &Observation) -> Option<HandOver> {
             node = node.name
         )
     } else {
-        return None;
+        return stop_every_possible_holder(obs, &node.name, &pods, acquired).map(HandOver::Now);
     };
     let resource_version = lease.resource_version.clone()?;
     Some(HandOver::Now(Step::HandOverLease {
@@ -152,6 +172,107 @@ fn hand_over_decision(obs: &Observation) -> Option<HandOver> {
 /// before it ever renewed is left to its Lease's expiry.
 fn just_acquired(lease: &LeaderLease) -> bool {
     lease.renew_time.is_some() && lease.renew_time == lease.acquire_time
+}
+
+/// Whether `pod`'s process may be the one that acquired at `acquired`: it runs (or its state
+/// is unknown) and did not start after the acquisition. Start times are whole seconds; a pod
+/// our own update created started after that write, which is known to the millisecond (the
+/// backup's standby often acquires in the same second as the new pod starts).
+fn may_hold(obs: &Observation, pod: &PodObservation, acquired: Timestamp) -> bool {
+    match pod.main_container(container_name(obs)).map(|c| &c.state) {
+        None | Some(ContainerState::Unknown) => true,
+        Some(ContainerState::Running { .. }) => {
+            started_no_earlier_than(obs, pod).is_none_or(|s| s <= acquired)
+        }
+        Some(ContainerState::Waiting { .. } | ContainerState::Terminated { .. }) => false,
+    }
+}
+
+/// The processes on `node` the engine saw stop.
+fn stopped_on<'a>(obs: &'a Observation, node: &'a str) -> impl Iterator<Item = &'a StoppedProcess> {
+    obs.stopped.iter().filter(move |p| p.node == node)
+}
+
+/// Whether the engine saw a process on `node` that may have held the Lease since `acquired`
+/// stop: it started no later than the acquisition, and the engine first saw it stopped after
+/// it. (Engine and node clocks are compared here, as Kubernetes compares them; a skew can
+/// only cost an unneeded restart or a Lease left to expire, never a second leader: only
+/// the processes still running decide whether the Lease is deleted.)
+fn seen_stopping_since(obs: &Observation, node: &str, acquired: Timestamp) -> bool {
+    stopped_on(obs, node).any(|p| p.started_at <= acquired && p.stopped_by > acquired)
+}
+
+/// When the Lease's holder may be a process on `node` that is going away or has gone, and
+/// other processes there may be it as well: delete one of those others (the next decision
+/// deletes the next), so that all of them stop and the Lease can be handed over once they
+/// have (see the module documentation). `pods` are the node's pods of our DaemonSets.
+///
+/// Nothing is deleted while every possible holder runs on (the holder is then alive, whoever
+/// it is), nor without a running, Ready standby of the role on another Ready node: it takes
+/// the Lease, and the deleted pod's replacement needs a leader of its role (the
+/// controller-manager creates it, the scheduler places it).
+fn stop_every_possible_holder(
+    obs: &Observation,
+    node: &str,
+    pods: &[&PodObservation],
+    acquired: Timestamp,
+) -> Option<Step> {
+    let name = container_name(obs);
+    let backup_going = obs
+        .backup
+        .as_ref()
+        .filter(|backup| backup.daemonset.deleting_since.is_some());
+    // Going away for good: being deleted, or a pod of the backup being deleted.
+    let going = |pod: &PodObservation| {
+        pod.is_terminating()
+            || backup_going.is_some_and(|backup| {
+                backup
+                    .daemonset
+                    .pods
+                    .iter()
+                    .any(|p| p.name == pod.name && p.uid == pod.uid)
+            })
+    };
+    let (leaving, staying): (Vec<&PodObservation>, Vec<&PodObservation>) = pods
+        .iter()
+        .copied()
+        .filter(|pod| may_hold(obs, pod, acquired))
+        .partition(|pod| going(pod));
+    let pressed = !leaving.is_empty() || seen_stopping_since(obs, node, acquired);
+    let pod = staying.first()?;
+    if !pressed {
+        return None;
+    }
+    let successor = obs.all_pods().any(|other| {
+        other
+            .node
+            .as_deref()
+            .is_some_and(|n| n != node && obs.node_is_ready(n))
+            && other.ready
+            && other.is_running(name)
+            && !going(other)
+    });
+    if !successor {
+        return None;
+    }
+    let gone = match leaving.first() {
+        Some(leaving) => format!("pod {} is going away", leaving.name),
+        None => "a process that may hold it has stopped".to_string(),
+    };
+    Some(Step::DeleteOldPod {
+        pod: pod.name.clone(),
+        uid: pod.uid.clone(),
+        node: node.to_string(),
+        grace_period_seconds: None,
+        why: format!(
+            "the Lease's holder acquired it at {acquired} on {node}, where {gone} while \
+             {count} other {name} process(es) that may hold it run on; the holder cannot be \
+             told apart, so they stop too and the Lease is handed over once none runs, rather \
+             than left to expire with its holder possibly gone (a standby on another node \
+             takes over)",
+            count = staying.len(),
+        ),
+    })
 }
 
 /// Whether at most one process of the component can run now or later: every other pod of the
@@ -207,7 +328,7 @@ fn stopped_since(obs: &Observation, node: &str, acquired: Timestamp) -> bool {
             && not_before(backup.daemonset.deleting_since)
             && backup.daemonset.pods.iter().filter(on_node).count() == 0
     });
-    pod_stopped || backup_removed
+    pod_stopped || backup_removed || seen_stopping_since(obs, node, acquired)
 }
 
 /// Whether every pod on the holder's node whose process may hold the Lease is a pod our own

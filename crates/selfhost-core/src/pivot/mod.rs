@@ -15,6 +15,7 @@
 //! | real DaemonSet | [`BACKUP_IDENTITIES`]: which identity holder is each backup pod's | [`Step::UpdateReal`] |
 //! | real DaemonSet | [`APPLIED_TEMPLATE_HASH`], [`APPLIED_OVER_GENERATION`]: which template we applied on top of which | [`Step::UpdateReal`], [`Step::RollBack`] |
 //! | real DaemonSet | [`ROLLBACK_STARTED_AT`], [`ROLLBACK_REASON`]: a rollback and why | [`Step::RollBack`] |
+//! | real DaemonSet | [`HELD_UPDATE_STRATEGY`]: the strategy `OnDelete` replaced while the apiserver's rollout is held (`hold.rs`) | [`Step::UpdateReal`]; removed by [`Step::RestoreUpdateStrategy`], [`Step::RollBack`] |
 //!
 //! All our times are written with the engine's clock, the one [`Observation::now`] comes
 //! from, so deadlines never compare two machines' clocks; only identity and leader Leases and
@@ -25,6 +26,7 @@
 //! resumable. See `next_step.rs` for the decision order.
 
 mod backup_template;
+mod hold;
 mod leader;
 mod next_step;
 mod phases;
@@ -41,6 +43,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
 pub use backup_template::backup_daemonset;
+pub use hold::{HELD_UPDATE_STRATEGY, describe_strategy};
 pub use leader::{LEADER_ELECT_FLAG, leader_is_new_process, lease_hand_over};
 pub use next_step::next_step;
 pub use recorded::{BACKUP_IDENTITIES, RecordedIdentity};

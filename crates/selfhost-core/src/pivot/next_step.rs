@@ -20,9 +20,9 @@ use k8s_openapi::jiff::Timestamp;
 use super::recorded::{BACKUP_IDENTITIES, backup_identities};
 use super::step::{Step, Update, Wait, Watch};
 use super::{
-    APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, BACKUP_CREATED_AT, ROLLBACK_REASON,
-    ROLLBACK_STARTED_AT, Target, UPDATE_STARTED_AT, backup_daemonset, leader_is_new_process,
-    lease_hand_over, template_applied,
+    APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, BACKUP_CREATED_AT, HELD_UPDATE_STRATEGY,
+    ROLLBACK_REASON, ROLLBACK_STARTED_AT, Target, UPDATE_STARTED_AT, backup_daemonset,
+    leader_is_new_process, lease_hand_over, template_applied,
 };
 use crate::backup::{BackupOrigin, ORIGINAL_TEMPLATE_ANNOTATION, TARGET_VERSION_ANNOTATION};
 use crate::component::Component;
@@ -186,11 +186,13 @@ impl<'a> Cx<'a> {
             template: Box::new(template.clone()),
             set_annotations,
             remove_annotations: remove.iter().map(|k| k.to_string()).collect(),
+            update_strategy: None,
         }
     }
 
-    /// The update to the target, starting the rollout clock and recording which identity
-    /// holder is each backup pod's (for a run that resumes this one: `recorded.rs`).
+    /// The update to the target, starting the rollout clock, recording which identity holder
+    /// is each backup pod's (for a run that resumes this one: `recorded.rs`), and holding the
+    /// rollout where the controller must not pace it (see `hold.rs`).
     pub(super) fn update_to_target(&self, backup: &BackupObservation) -> Step {
         let mut set = vec![(UPDATE_STARTED_AT, time::format(self.now()))];
         let mut remove = vec![ROLLBACK_STARTED_AT, ROLLBACK_REASON];
@@ -199,26 +201,46 @@ impl<'a> Cx<'a> {
             // A record left by an earlier upgrade names pods long gone; drop it.
             None => remove.push(BACKUP_IDENTITIES),
         }
-        Step::UpdateReal(self.update(&self.target.template, &set, &remove))
+        let hold = self.hold_on_update();
+        if let Some((_, recorded)) = &hold {
+            set.push((HELD_UPDATE_STRATEGY, recorded.clone()));
+        }
+        let mut update = self.update(&self.target.template, &set, &remove);
+        update.update_strategy = hold.map(|(strategy, _)| strategy);
+        Step::UpdateReal(update)
     }
 
-    /// The update that restores `original`, recording the rollback and why.
+    /// The update that restores `original`, recording the rollback and why; a held rollout
+    /// gets its own strategy back in the same write, so the DaemonSet controller replaces the
+    /// failed pods by itself.
     pub(super) fn roll_back(&self, original: &PodTemplateSpec, reason: String) -> Step {
         let recorded: String = reason.chars().take(1024).collect();
-        Step::RollBack {
-            update: self.update(
-                original,
-                &[
-                    (ROLLBACK_STARTED_AT, time::format(self.now())),
-                    (ROLLBACK_REASON, recorded),
-                ],
-                &[],
-            ),
-            reason,
-        }
+        let held = self.held_strategy();
+        let release: &[&str] = if held.is_some() {
+            &[HELD_UPDATE_STRATEGY]
+        } else {
+            &[]
+        };
+        let mut update = self.update(
+            original,
+            &[
+                (ROLLBACK_STARTED_AT, time::format(self.now())),
+                (ROLLBACK_REASON, recorded),
+            ],
+            release,
+        );
+        update.update_strategy = held;
+        Step::RollBack { update, reason }
     }
 
     fn without_backup(&self) -> Step {
+        // A hold with no backup beside it (the backup removed by hand mid-rollout): the
+        // controller must pace the rollout again, whatever comes next.
+        if let Some(step) = self.release_hold(
+            "the rollout was held for the backup's sake, and no backup exists any more",
+        ) {
+            return step;
+        }
         if self.real.pods.is_empty() || self.real.status.desired == 0 {
             return Step::Refuse {
                 reason: format!(

@@ -4,7 +4,10 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
 use super::next_step::{Cx, describe};
-use super::serving::{Serving, identity_publishing, pod_serves, serves_by_identity, soak_ends_at};
+use super::serving::{
+    Serving, identity_publishing, pod_serves, serves_by_identity, serves_despite_its_probe,
+    soak_ends_at,
+};
 use super::step::{Step, Wait, Watch};
 use super::{IdentityPublishing, container_name, lease_hand_over};
 use crate::component::Component;
@@ -86,7 +89,9 @@ impl Cx<'_> {
         let mut progress = self.serving_progress(true);
         progress.extend(self.nodes_only_the_backup_covers(backup));
         if progress.is_empty() {
-            return self.remove_backup(backup);
+            return self
+                .release_hold("every node runs a new pod that serves")
+                .unwrap_or_else(|| self.remove_backup(backup));
         }
         let current = self.real.pods.iter().filter(|p| self.real.is_current(p));
         let mut signals = failure_signals(current, self.strict_signals());
@@ -110,10 +115,19 @@ impl Cx<'_> {
             return step;
         }
         Step::WaitForRollout(Wait {
-            condition: format!(
-                "every pod of {} on the target template, Ready and serving",
-                self.real.name
-            ),
+            condition: if self.real.is_on_delete() {
+                format!(
+                    "every pod of {} on the target template, Ready and serving; selfhost \
+                     replaces the old pods one node at a time, each once every new pod so far \
+                     serves",
+                    self.real.name
+                )
+            } else {
+                format!(
+                    "every pod of {} on the target template, Ready and serving",
+                    self.real.name
+                )
+            },
             recheck_at: self.recheck(deadline),
             pending: progress,
             watch: self.watches(true),
@@ -162,10 +176,17 @@ impl Cx<'_> {
     /// could. A rollback replaces the pods on the target template (the others already run the
     /// original revision and stay): each of those that serves needs a serving backup pod on its
     /// node, and something must serve once they are gone.
+    ///
+    /// A backup pod whose probe fails counts when its process serves by its own identity
+    /// Lease: the failing target beside it on the shared port may be what answered the probe.
     fn rollback_hazard(&self, backup: &BackupObservation) -> Option<String> {
         let serves = |pod: &PodObservation| pod_serves(self.obs, self.target, pod).is_ok();
-        let serving_backup: Vec<&PodObservation> =
-            backup.daemonset.pods.iter().filter(|p| serves(p)).collect();
+        let serving_backup: Vec<&PodObservation> = backup
+            .daemonset
+            .pods
+            .iter()
+            .filter(|p| serves_despite_its_probe(self.obs, self.target, p))
+            .collect();
         let (replaced, kept): (Vec<&PodObservation>, Vec<&PodObservation>) = self
             .real
             .pods
@@ -449,9 +470,16 @@ impl Cx<'_> {
         })
     }
 
-    /// With `updateStrategy: OnDelete` the DaemonSet controller replaces nothing by itself:
-    /// delete the next old pod once every other node is rolled out and its node is covered
-    /// by a serving backup pod.
+    /// With `updateStrategy: OnDelete` (the operator's, or selfhost's hold) the DaemonSet
+    /// controller replaces nothing by itself: delete the next old pod once every other node
+    /// is settled and its own node is covered by a serving backup pod.
+    ///
+    /// A node is settled when its new pod *serves* — for the kube-apiserver by its own
+    /// identity Lease, since Ready can be the backup's answer on the shared port — or when it
+    /// still runs its untouched, Ready old pod. So at most one node at a time runs a new pod
+    /// that is not proven, and a target that never serves stays on the first node until the
+    /// rollback. A Terminating old pod whose node's new pod serves does not hold the next
+    /// node back: it has left the port, and its node is served.
     fn replace_on_delete(&self) -> Option<Step> {
         if !self.real.is_on_delete() {
             return None;
@@ -466,17 +494,12 @@ impl Cx<'_> {
         old.sort_by(|a, b| (&a.node, &a.name).cmp(&(&b.node, &b.name)));
         let pod = old.first()?;
         let node = pod.node.as_deref()?;
-        // One node at a time: every other node runs either a rolled-out new pod or its
-        // untouched old one, and no node is without a pod.
         let others_settled = self
             .real
-            .pods
-            .iter()
-            .filter(|other| other.node.as_deref() != Some(node))
-            .all(|other| {
-                pod_not_rolled_out(self.obs, self.real, other).is_none()
-                    || (!self.real.is_current(other) && !other.is_terminating() && other.ready)
-            });
+            .nodes()
+            .into_iter()
+            .filter(|other| *other != node)
+            .all(|other| self.node_settled(other));
         let every_node_has_a_pod =
             usize::try_from(self.real.status.desired).is_ok_and(|d| self.real.nodes().len() >= d);
         if !others_settled || !every_node_has_a_pod {
@@ -486,7 +509,12 @@ impl Cx<'_> {
             .daemonset
             .pods_on(node)
             .find_map(|b| pod_serves(self.obs, self.target, b).ok())?;
+        let held = self.held_strategy().is_some();
+        // Under selfhost's own hold the old pod goes as the controller would delete it, with
+        // its own grace period (its `--shutdown-delay-duration` drains it); the grace is
+        // shortened once its successor serves (`shorten_terminating`).
         let grace = match cover {
+            _ if held => None,
             Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. } => {
                 Some(
                     i64::try_from(self.target.options.shortened_grace.as_secs())
@@ -500,10 +528,34 @@ impl Cx<'_> {
             uid: pod.uid.clone(),
             node: node.to_string(),
             grace_period_seconds: grace,
-            why: "the DaemonSet's update strategy is OnDelete, and the backup serves on its \
-                  node"
-                .to_string(),
+            why: if held {
+                "selfhost holds the rollout (update strategy OnDelete) so that one node at a \
+                 time runs a new pod not yet proven to serve: every other node is settled, and \
+                 the backup serves on this one"
+                    .to_string()
+            } else {
+                "the DaemonSet's update strategy is OnDelete, and the backup serves on its \
+                 node"
+                    .to_string()
+            },
         })
+    }
+
+    /// Whether `node` runs either a new pod that serves, or its untouched old pod, Ready.
+    fn node_settled(&self, node: &str) -> bool {
+        let live: Vec<&PodObservation> = self
+            .real
+            .pods_on(node)
+            .filter(|pod| !pod.is_terminating())
+            .collect();
+        match live.as_slice() {
+            [pod] if self.real.is_current(pod) => {
+                pod_not_rolled_out(self.obs, self.real, pod).is_none()
+                    && pod_serves(self.obs, self.target, pod).is_ok()
+            }
+            [pod] => pod.ready && self.real.pods_on(node).all(|p| !p.is_terminating()),
+            _ => false,
+        }
     }
 
     /// The earliest moment the decision can change by time alone: the deadline, the end of a

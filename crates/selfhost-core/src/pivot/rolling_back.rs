@@ -117,7 +117,8 @@ impl Cx<'_> {
                     format!("{node}: no real pod yet, and the backup pod there may serve")
                 } else {
                     format!(
-                        "{node}: the real pod does not serve yet ({}), and the backup pod there                          may",
+                        "{node}: the real pod does not serve yet ({}), and the backup pod there \
+                         may",
                         why.join("; ")
                     )
                 })

@@ -199,6 +199,33 @@ pub(crate) fn serves_by_identity(obs: &Observation, target: &Target, pod: &PodOb
     )
 }
 
+/// Whether a kube-apiserver pod whose readiness probe fails serves all the same by its own
+/// identity Lease: on a shared port the kubelet's probe of one container can be answered by
+/// another process on the node — a new kube-apiserver that never gets Ready answers it with
+/// 500 — so the backup's pod turns not Ready while its process keeps serving and renewing its
+/// identity. Only where another kube-apiserver process runs on the node (without one the probe
+/// cannot lie), and only by an identity attributed to this very process since it started.
+pub(crate) fn serves_despite_its_probe(
+    obs: &Observation,
+    target: &Target,
+    pod: &PodObservation,
+) -> bool {
+    if pod_serves(obs, target, pod).is_ok() {
+        return true;
+    }
+    if obs.component != Component::ApiServer || pod.is_terminating() {
+        return false;
+    }
+    let name = container_name(obs);
+    let (Some(node), Some(started)) = (pod.node.as_deref(), pod.process_started_at(name)) else {
+        return false;
+    };
+    let shares_its_port = obs.all_pods().any(|other| {
+        other.name != pod.name && other.node.as_deref() == Some(node) && other.is_running(name)
+    });
+    obs.node_is_ready(node) && shares_its_port && attributed_identity(obs, pod, started).is_some()
+}
+
 /// When the soak of `pod` ends, if the cluster uses the soak fallback and the pod is soaking.
 pub(crate) fn soak_ends_at(
     obs: &Observation,

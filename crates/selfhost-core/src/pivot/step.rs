@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -49,6 +49,22 @@ pub enum Step {
     UpdateReal(Update),
     /// Wait until every pod of the real DaemonSet runs the target template and serves.
     WaitForRollout(Wait),
+    /// Write the real DaemonSet's own update strategy back after selfhost held its rollout
+    /// with `OnDelete` (PUT of the live object with only the strategy and our annotation
+    /// changed, resourceVersion precondition; on 409 re-read). No pod changes: the revision
+    /// hash depends on the pod template only.
+    RestoreUpdateStrategy {
+        /// The DaemonSet.
+        name: String,
+        /// Precondition: its resourceVersion as observed.
+        resource_version: Option<String>,
+        /// The strategy to write back.
+        strategy: Box<DaemonSetUpdateStrategy>,
+        /// Annotations to remove (the record of the hold).
+        remove_annotations: Vec<String>,
+        /// Why now.
+        why: String,
+    },
     /// Delete one pod with a uid precondition, because waiting for the DaemonSet controller
     /// or a long grace period would only lengthen the hand-over.
     DeleteOldPod {
@@ -135,6 +151,11 @@ pub struct Update {
     pub set_annotations: BTreeMap<String, String>,
     /// Annotations to remove from the DaemonSet's metadata.
     pub remove_annotations: Vec<String>,
+    /// The update strategy to write with the template (`None`: leave it as it is). The update
+    /// to the target sets `OnDelete` to hold the kube-apiserver's rollout; a rollback writes
+    /// the held strategy back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<DaemonSetUpdateStrategy>,
 }
 
 /// A wait: the condition in words, what is still missing, and what to watch.
@@ -193,6 +214,7 @@ impl Step {
             Step::WaitForBackup(_) => "wait-for-backup",
             Step::UpdateReal(_) => "update-real",
             Step::WaitForRollout(_) => "wait-for-rollout",
+            Step::RestoreUpdateStrategy { .. } => "restore-update-strategy",
             Step::DeleteOldPod { .. } => "delete-old-pod",
             Step::HandOverLease { .. } => "hand-over-lease",
             Step::RemoveBackup { .. } => "remove-backup",
@@ -220,7 +242,24 @@ impl Step {
             | Step::WaitForBackupGone(wait)
             | Step::Verify(wait)
             | Step::WaitForRollback(wait) => format!("wait: {}", wait.condition),
-            Step::UpdateReal(update) => format!("update {} to the target template", update.name),
+            Step::UpdateReal(update) => match &update.update_strategy {
+                Some(_) => format!(
+                    "update {} to the target template, holding its rollout (update strategy \
+                     OnDelete: selfhost replaces the old pods one node at a time, each once the \
+                     previous node's new pod serves)",
+                    update.name
+                ),
+                None => format!("update {} to the target template", update.name),
+            },
+            Step::RestoreUpdateStrategy {
+                name,
+                strategy,
+                why,
+                ..
+            } => format!(
+                "restore {name}'s update strategy {}: {why}",
+                super::hold::describe_strategy(strategy)
+            ),
             Step::DeleteOldPod {
                 pod,
                 node,

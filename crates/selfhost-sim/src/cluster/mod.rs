@@ -78,7 +78,8 @@ pub use model::{
     LeaderPolicy, Leadership, NodeContainers, ProcessRef, Role, ServingPolicy,
 };
 pub use prober::{
-    PROBE_HEADER, PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries, Prober, ProberOptions,
+    CaughtBy, PROBE_HEADER, PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries, Prober,
+    ProberOptions,
 };
 pub use recorder::{ApiSample, AvailabilityRecorder, PodSample};
 pub use registry::RegistryHandle;
@@ -318,26 +319,20 @@ impl SimCluster {
     }
 
     /// Starts a prober against this cluster's API (see [`Prober`]), with a client that does
-    /// not retry and gives up after `options.timeout`, and that sends the user agent
+    /// not retry (each attempt gives up after `options.timeout`), whose connector notes every
+    /// connection so that a failed attempt can say who caught it, and that sends the user agent
     /// [`PROBER_USER_AGENT`] so that its requests can be told apart in [`Metrics`].
     ///
     /// # Errors
     /// The kubeconfig cannot be turned into a client.
     pub async fn prober(&self, options: ProberOptions) -> Result<Prober, ClusterError> {
-        let timeout = options.timeout;
-        let client = self
-            .client_with(|c| {
-                c.default_retry = false;
-                c.connect_timeout = Some(timeout);
-                c.read_timeout = Some(timeout);
-                c.write_timeout = Some(timeout);
-                c.headers.push((
-                    http::header::USER_AGENT,
-                    http::HeaderValue::from_static(PROBER_USER_AGENT),
-                ));
-            })
-            .await?;
-        Ok(Prober::start(client, options))
+        let mut config = self.server.config().await?;
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(PROBER_USER_AGENT),
+        ));
+        Prober::start_attributed(config, options, self.server.connections())
+            .map_err(|e| ClusterError::from(SimError::Client(e.to_string())))
     }
 
     /// Stops every component and the API server, and waits until they are gone.

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::Core;
+use super::caught::Catcher;
 use super::routing::{Route, ServingProcess, Verdict, WIRE};
 use crate::api::{self, Query};
 use crate::auth::{self, Attributes, Authentication, UserInfo, review};
@@ -47,16 +48,23 @@ pub(super) async fn accept_loop(
             _ = crash.cancelled() => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
-                Ok((socket, _)) => {
+                Ok((socket, client)) => {
                     let _ = socket.set_nodelay(true);
                     let process = match core.route() {
-                        Route::Direct => None,
+                        Route::Direct => {
+                            core.connections.note(client, Catcher::Direct);
+                            None
+                        }
                         Route::Refuse => {
                             tracing::debug!(target: WIRE, "refused: nothing listens where the router sent it");
+                            core.connections.note(client, Catcher::Refused);
                             refuse(socket);
                             continue;
                         }
-                        Route::Process(p) => Some(p),
+                        Route::Process(p) => {
+                            core.connections.note(client, Catcher::Process(p.clone()));
+                            Some(p)
+                        }
                     };
                     let arrived = tokio::time::Instant::now();
                     connections.spawn(connection(socket, core.clone(), router.clone(), process, arrived));

@@ -7,10 +7,12 @@
 //! a [`ConnectionRouter`] can hand each new connection to a simulated process (see
 //! [`routing`]).
 
+mod caught;
 mod connection;
 mod routing;
 
-pub use routing::{ConnectionRouter, ProcessTimes, Route, ServingProcess, Verdict};
+pub use caught::{Catcher, ConnectionLog};
+pub use routing::{ConnectionRouter, ProcessOrigin, ProcessTimes, Route, ServingProcess, Verdict};
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -133,6 +135,8 @@ struct Core {
     fault_until: Mutex<Option<tokio::time::Instant>>,
     /// Who serves each new connection (`None`: the simulator itself).
     router: RwLock<Option<Arc<dyn ConnectionRouter>>>,
+    /// Where each connection went, for reports of who caught a failed request.
+    connections: Arc<ConnectionLog>,
 }
 
 impl Core {
@@ -257,6 +261,7 @@ impl SimServer {
             held_down: AtomicBool::new(false),
             fault_until: Mutex::new(None),
             router: RwLock::new(None),
+            connections: Arc::default(),
         });
         core.serve(listener);
         let weak: Weak<Core> = Arc::downgrade(&core);
@@ -328,6 +333,14 @@ impl SimServer {
         let mut config = config_for(&self.kubeconfig_yaml).await?;
         configure(&mut config);
         kube::Client::try_from(config).map_err(|e| SimError::Client(e.to_string()))
+    }
+
+    /// The kube client configuration of this server's kubeconfig, for a client built by hand.
+    ///
+    /// # Errors
+    /// The kubeconfig cannot be read as a client configuration.
+    pub async fn config(&self) -> Result<kube::Config, SimError> {
+        config_for(&self.kubeconfig_yaml).await
     }
 
     /// A kubeconfig for this server that authenticates as `user` with a freshly minted
@@ -421,6 +434,11 @@ impl SimServer {
     /// process; connections already open keep theirs.
     pub fn set_router(&self, router: Option<Arc<dyn ConnectionRouter>>) {
         *self.core.router.write().unwrap_or_else(|e| e.into_inner()) = router;
+    }
+
+    /// Where each connection went (see [`ConnectionLog`]).
+    pub fn connections(&self) -> Arc<ConnectionLog> {
+        self.core.connections.clone()
     }
 
     /// The fault injector.

@@ -54,10 +54,22 @@ pub struct ProcessTimes {
     pub serves_at: Option<Instant>,
 }
 
+/// The pod a simulated process runs in, for reports of who caught a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessOrigin {
+    /// Its node.
+    pub node: String,
+    /// Its pod's name.
+    pub pod: String,
+    /// Its container's image.
+    pub image: Option<String>,
+}
+
 /// One simulated kube-apiserver process, shared by every connection it holds.
 #[derive(Debug)]
 pub struct ServingProcess {
     label: String,
+    origin: Option<ProcessOrigin>,
     times: ProcessTimes,
     shutting_down: AtomicBool,
     listener_closed: CancellationToken,
@@ -77,8 +89,18 @@ pub enum Verdict {
 impl ServingProcess {
     /// A running process named `label` (`<node>/<pod>#<pid>`, for logs and tests).
     pub fn new(label: impl Into<String>, times: ProcessTimes) -> Arc<Self> {
+        Self::in_pod(label, None, times)
+    }
+
+    /// A running process named `label`, in the pod `origin`.
+    pub fn in_pod(
+        label: impl Into<String>,
+        origin: Option<ProcessOrigin>,
+        times: ProcessTimes,
+    ) -> Arc<Self> {
         Arc::new(ServingProcess {
             label: label.into(),
+            origin,
             times,
             shutting_down: AtomicBool::new(false),
             listener_closed: CancellationToken::new(),
@@ -92,9 +114,19 @@ impl ServingProcess {
         &self.label
     }
 
+    /// The pod it runs in, if it is a pod's process.
+    pub fn origin(&self) -> Option<&ProcessOrigin> {
+        self.origin.as_ref()
+    }
+
     /// When it does what.
     pub fn times(&self) -> ProcessTimes {
         self.times
+    }
+
+    /// Whether it had finished starting (served) by `at`, whatever it does since.
+    pub fn had_served(&self, at: Instant) -> bool {
+        self.times.serves_at.is_some_and(|serves| serves <= at)
     }
 
     /// SIGTERM: from now on its `/readyz` fails (it may go on serving, with

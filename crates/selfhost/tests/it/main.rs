@@ -5,6 +5,7 @@ mod campaign_regressions;
 mod client;
 mod convert;
 mod handover;
+mod held_rollout;
 mod prepull;
 mod resume;
 mod retry;

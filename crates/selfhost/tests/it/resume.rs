@@ -39,8 +39,9 @@ fn options() -> ApplyOptions {
 /// Starts an upgrade to [`TO`] and drops the engine (its task aborted mid-await, its watches
 /// and identity memory gone) once it reports the apiserver's `wait-for-rollout` after its
 /// `update-real` (the real DaemonSet is on the target, the backup serves) and, with
-/// `every_node_rolled`, once every node runs a pod of the target template and no other.
-async fn killed_during_the_apiservers_rollout(sim: &SimCluster, every_node_rolled: bool) {
+/// `target_rolled`, once a node runs a pod of the target template and no other (the engine
+/// holds the apiserver's rollout to that node until its new pod serves).
+async fn killed_during_the_apiservers_rollout(sim: &SimCluster, target_rolled: bool) {
     let (clients, mut observer, _, targets) = crate::planned(sim, TO).await;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let run = tokio::spawn(async move {
@@ -77,23 +78,25 @@ async fn killed_during_the_apiservers_rollout(sim: &SimCluster, every_node_rolle
             break;
         }
     }
-    if every_node_rolled {
-        only_target_pods(sim, deadline).await;
+    if target_rolled {
+        a_target_pod_alone(sim, deadline).await;
     }
     run.abort();
     let _ = run.await;
 }
 
 /// Waits until every control-plane node runs exactly one apiserver pod of the real DaemonSet,
-/// of its current template generation, not Terminating: the old pods are gone.
-async fn only_target_pods(sim: &SimCluster, deadline: Instant) {
+/// none Terminating, and at least one of them is of its current template generation: that
+/// node's old pod is gone. (The engine holds the rollout there while the target does not
+/// serve, so a never-Ready target never reaches a second node.)
+async fn a_target_pod_alone(sim: &SimCluster, deadline: Instant) {
     let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
     let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
     let selector = ListParams::default().labels(&Component::ApiServer.label_query());
     loop {
         assert!(
             Instant::now() < deadline,
-            "every node runs a target pod in time"
+            "a node runs a target pod alone in time"
         );
         // Behind the load balancer a never-Ready process answers some requests 500 ("still
         // starting"), as a real one does (finding I): read again.
@@ -111,16 +114,18 @@ async fn only_target_pods(sim: &SimCluster, deadline: Instant) {
             .as_ref()
             .and_then(|a| a.get("deprecated.daemonset.template.generation"))
             .cloned();
+        let current = |pod: &Pod| {
+            pod.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("pod-template-generation"))
+                == generation.as_ref()
+        };
         let rolled = listed.len() == NODES
-            && listed.iter().all(|pod| {
-                pod.metadata.deletion_timestamp.is_none()
-                    && pod
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get("pod-template-generation"))
-                        == generation.as_ref()
-            });
+            && listed
+                .iter()
+                .all(|pod| pod.metadata.deletion_timestamp.is_none())
+            && listed.iter().any(current);
         if rolled {
             return;
         }
@@ -210,11 +215,12 @@ async fn backup_identities_recorded(sim: &SimCluster) -> bool {
     }
 }
 
-/// Finding A: killed once a never-Ready target (Ready by a probe the backup answers) runs on
-/// all four nodes, the re-run must roll back. Before the record it stopped with "rolling back
-/// is not safe: no pod of the backup serves": on each host the backup's process alone renews
-/// the Lease, beside a new pod's process that publishes nothing, and nothing the re-run saw
-/// told the two apart.
+/// Finding A: killed once a never-Ready target (Ready by a probe the backup answers) runs
+/// alone on a node (the engine holds the rollout there; before the hold the DaemonSet
+/// controller put it on all four), the re-run must roll back. Before the record it stopped
+/// with "rolling back is not safe: no pod of the backup serves": on that host the backup's
+/// process alone renews the Lease, beside a new pod's process that publishes nothing, and
+/// nothing the re-run saw told the two apart.
 ///
 /// `settle`: the first run starts once the apiservers' whole-second start times are past
 /// (the backup's holders are attributed by their take-over), or at once, as the campaign

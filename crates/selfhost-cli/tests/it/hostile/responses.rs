@@ -40,5 +40,5 @@ crate::hostile_cases! {
         .exits(3)
         .says(&["403", "may not list DaemonSets in kube-system", "role"]),
     api_server_errors => plan_against(Junk::ServerError)
-        .says(&["500", "after 4 attempts", "check its health"]),
+        .says(&["500", "after 8 attempts", "check its health"]),
 }

@@ -61,6 +61,8 @@ struct Scenario {
     backup: bool,
     updated: bool,
     rolled_back: bool,
+    /// selfhost's update held the rollout (`OnDelete`, see `hold.rs`).
+    held: bool,
     deleting: bool,
     identities: bool,
     /// When the controller-manager or scheduler leader acquired its Lease (on cp-1).
@@ -76,7 +78,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             Just(Component::Scheduler)
         ],
         proptest::collection::vec((real_pod(), backup_pod()), 1..=3),
-        any::<[bool; 5]>(),
+        any::<[bool; 6]>(),
         0i64..400,
         prop_oneof![Just(-3000i64), 0i64..150],
     )
@@ -86,6 +88,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             backup: flags[0],
             updated: flags[1],
             rolled_back: flags[1] && flags[2],
+            held: flags[1] && flags[5],
             deleting: flags[0] && flags[3],
             identities: flags[4],
             leader_acquired,
@@ -106,6 +109,9 @@ impl Scenario {
         }
         if self.updated {
             world = world.updated();
+        }
+        if self.held {
+            world = world.held();
         }
         if self.rolled_back {
             world = world.rolled_back(200);
@@ -214,6 +220,39 @@ proptest! {
         }
     }
 
+    /// A held rollout replaces an old pod only when every new pod on another node serves and
+    /// the backup serves on the pod's own node: at most one node at a time runs a new
+    /// kube-apiserver not proven to serve.
+    #[test]
+    fn a_held_rollout_replaces_one_node_at_a_time(scenario in scenario()) {
+        let target = target(Component::ApiServer);
+        let scenario = Scenario { component: Component::ApiServer, held: scenario.updated, ..scenario };
+        let obs = scenario.build();
+        if let Step::DeleteOldPod { pod, node, .. } = decide(&obs, &target) {
+            let real = obs.real.as_ref().expect("real");
+            let Some(deleted) = real.pods.iter().find(|p| p.name == pod) else {
+                // An old backup pod lingering Terminating, deleted with a shorter grace.
+                return Ok(());
+            };
+            if deleted.is_terminating() {
+                return Ok(());
+            }
+            for other in real.pods.iter().filter(|p| p.node.as_deref() != Some(node.as_str())) {
+                if real.is_current(other) && !other.is_terminating() {
+                    prop_assert!(
+                        pod_serves(&obs, &target, other).is_ok(),
+                        "{pod} deleted while {} does not serve", other.name
+                    );
+                }
+            }
+            let backup = obs.backup.as_ref().expect("a held rollout has a backup");
+            prop_assert!(
+                backup.daemonset.pods_on(&node).any(|p| pod_serves(&obs, &target, p).is_ok()),
+                "{node} is not covered"
+            );
+        }
+    }
+
     /// A leader Lease is handed over only when no process that could hold it still runs on
     /// its holder's node, or when only one process of the component can run at all (it alone
     /// can hold the Lease after the hand-over).
@@ -261,6 +300,31 @@ proptest! {
                         == pod.process_started_at(component.name()).is_some()
                 );
             }
+        }
+    }
+
+    /// A controller-manager or scheduler pod is deleted only while another process of the
+    /// role runs on, Ready and not being deleted, on a Ready node: one to lead, and to have
+    /// the deleted pod recreated (its DaemonSet controller, its scheduler).
+    #[test]
+    fn a_controller_pod_is_deleted_only_while_another_runs_on(scenario in scenario()) {
+        let component = if scenario.component == Component::Scheduler {
+            Component::Scheduler
+        } else {
+            Component::ControllerManager
+        };
+        let scenario = Scenario { component, ..scenario };
+        let obs = scenario.build();
+        if let Step::DeleteOldPod { pod, .. } = decide(&obs, &target(component)) {
+            let name = component.name();
+            prop_assert!(
+                obs.all_pods().any(|p| p.name != pod
+                    && p.is_running(name)
+                    && p.ready
+                    && !p.is_terminating()
+                    && p.node.as_deref().is_some_and(|n| obs.node_is_ready(n))),
+                "{pod} deleted with no other process running"
+            );
         }
     }
 

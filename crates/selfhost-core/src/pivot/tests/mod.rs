@@ -1,10 +1,12 @@
 //! Table-driven tests of the pivot: one row per situation, one line of setup each.
 
+mod ambiguous_holder;
 mod attribution;
 mod backing_up;
 pub(crate) mod builder;
 mod builder_backup;
 mod finishing;
+mod hold;
 mod laws;
 mod leases;
 mod outages;

@@ -19,7 +19,7 @@ use crate::cluster::model::{
     ApiBackend, ApiServing, ControlPlaneSnapshot, ServingPolicy, image_version,
 };
 use crate::controllers::kubelet::{ImageRef, Kubelet, ProcessId, ReadinessModel};
-use crate::server::{ConnectionRouter, ProcessTimes, Route, ServingProcess};
+use crate::server::{ConnectionRouter, ProcessOrigin, ProcessTimes, Route, ServingProcess};
 
 /// One kube-apiserver process as the model last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,8 +247,14 @@ impl ApiFrontEnd {
                     changed = true;
                 }
                 None => {
-                    let serving = ServingProcess::new(
+                    let origin = ProcessOrigin {
+                        node: node.to_string(),
+                        pod: view.pod.name.clone(),
+                        image: view.image.clone(),
+                    };
+                    let serving = ServingProcess::in_pod(
                         format!("{node}/{}#{}", view.pod.name, view.id),
+                        Some(origin),
                         self.times_of(&view),
                     );
                     if view.stopping {

@@ -9,6 +9,7 @@
 //! durations, wide enough for a loaded two-core machine.
 
 mod behaviours;
+mod caught;
 mod http;
 mod scripted;
 

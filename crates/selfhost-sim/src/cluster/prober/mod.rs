@@ -12,6 +12,9 @@
 //! `Server.Shutdown`, or a stopping kube-apiserver leaving its port) just as a request is sent
 //! on one. Such an attempt counts as succeeded if the replay succeeds, and is recorded as
 //! replayed, with the reason, so that reports show it ([`ProbeSeries::replayed`]).
+//!
+//! Against a simulated cluster each failed attempt also says who caught it ([`CaughtBy`]):
+//! the process whose socket got its connection, from the simulator's connection log.
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
@@ -19,7 +22,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
-use hyper_util::client::legacy::connect::HttpInfo;
 use hyper_util::client::legacy::connect::capture_connection;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
@@ -29,6 +31,16 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::server::ConnectionLog;
+
+mod caught;
+mod dial;
+mod wire;
+
+pub use caught::CaughtBy;
+use caught::{LastConnection, caught_by};
+use wire::{closed_before_answer, is_replayable, status_error, with_causes};
 
 /// The `User-Agent` of the probers [`SimCluster::prober`](super::SimCluster::prober) starts.
 pub const PROBER_USER_AGENT: &str = "selfhost-sim-prober";
@@ -83,6 +95,8 @@ pub struct ProbeSample {
     /// Why it was sent again, as Go's transport would have: the server closed a reused
     /// connection before answering (`None`: sent once).
     pub replayed: Option<String>,
+    /// Who caught its (last) connection, for a failed attempt (`None` when it succeeded).
+    pub caught_by: Option<CaughtBy>,
 }
 
 /// The attempts of one kind (reads or writes), oldest first.
@@ -207,12 +221,41 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Transport {
     client: kube::Client,
     used: Mutex<HashSet<SocketAddr>>,
+    /// The simulator's record of who caught each connection, when probing a simulator.
+    connections: Option<Arc<ConnectionLog>>,
+    /// The connections the prober's own connector dialled (empty with another client).
+    dials: dial::Dials,
 }
 
 impl Prober {
     /// Starts probing with `client` (give it no retries of its own: the prober replays only
     /// what Go's transport would, and records it).
     pub fn start(client: kube::Client, options: ProberOptions) -> Prober {
+        Self::start_with(client, options, None, dial::Dials::default())
+    }
+
+    /// [`Prober::start`] against a simulated cluster whose connection log says who caught
+    /// each failed attempt ([`ProbeSample::caught_by`]), with a client made from `config`
+    /// (no retries, no timeouts of its own) whose connector notes every connection it dials.
+    ///
+    /// # Errors
+    /// The client cannot be made from `config` (its TLS or credentials).
+    pub fn start_attributed(
+        config: kube::Config,
+        options: ProberOptions,
+        connections: Arc<ConnectionLog>,
+    ) -> Result<Prober, kube::Error> {
+        let dials = dial::Dials::default();
+        let client = dial::client(config, dials.clone())?;
+        Ok(Self::start_with(client, options, Some(connections), dials))
+    }
+
+    fn start_with(
+        client: kube::Client,
+        options: ProberOptions,
+        connections: Option<Arc<ConnectionLog>>,
+        dials: dial::Dials,
+    ) -> Prober {
         let since = Instant::now();
         let series = || ProbeSeries {
             since,
@@ -227,6 +270,8 @@ impl Prober {
         let transport = Arc::new(Transport {
             client,
             used: Mutex::default(),
+            connections,
+            dials,
         });
         let reads = {
             let (transport, options, log) = (transport.clone(), options.clone(), log.clone());
@@ -236,7 +281,10 @@ impl Prober {
                 let id = n;
                 n += 1;
                 async move {
-                    let sample = attempt(options.timeout, read(&transport, &options, id)).await;
+                    let sample = attempt(&transport, options.timeout, |last| {
+                        read(&transport, &options, id, last)
+                    })
+                    .await;
                     lock(&log).reads.samples.push(sample);
                 }
             }))
@@ -253,8 +301,10 @@ impl Prober {
                     let id = n;
                     n += 1;
                     async move {
-                        let sample =
-                            attempt(options.timeout, write(&transport, &options, id)).await;
+                        let sample = attempt(&transport, options.timeout, |last| {
+                            write(&transport, &options, id, last)
+                        })
+                        .await;
                         lock(&log).writes.samples.push(sample);
                     }
                 },
@@ -314,26 +364,44 @@ struct Outcome {
     replayed: Option<String>,
 }
 
-async fn attempt<F>(timeout: Duration, call: F) -> ProbeSample
+async fn attempt<F, Fut>(transport: &Transport, timeout: Duration, call: F) -> ProbeSample
 where
-    F: std::future::Future<Output = Outcome>,
+    F: FnOnce(LastConnection) -> Fut,
+    Fut: std::future::Future<Output = Outcome>,
 {
+    let last = LastConnection::default();
     let started = Instant::now();
     let time = Timestamp::now();
-    let outcome = match tokio::time::timeout(timeout, call).await {
+    let outcome = match tokio::time::timeout(timeout, call(last.clone())).await {
         Ok(outcome) => outcome,
         Err(_) => Outcome {
             result: Err(format!("no answer within {timeout:?}")),
             replayed: None,
         },
     };
+    let finished = Instant::now();
+    let caught_by = outcome.result.is_err().then(|| {
+        // Connections dialled during the attempt that never carried a request to its end.
+        let dialled: Vec<SocketAddr> = {
+            let used = lock(&transport.used);
+            transport
+                .dials
+                .between(started, finished)
+                .into_iter()
+                .map(|d| d.local)
+                .filter(|local| !used.contains(local))
+                .collect()
+        };
+        caught_by(transport.connections.as_deref(), &last, &dialled, finished)
+    });
     ProbeSample {
         started,
-        finished: Instant::now(),
+        finished,
         time,
         ok: outcome.result.is_ok(),
         error: outcome.result.err(),
         replayed: outcome.replayed,
+        caught_by,
     }
 }
 
@@ -348,6 +416,7 @@ type Answer = (http::StatusCode, bytes::Bytes);
 /// transport replays.
 async fn exchange(
     transport: &Transport,
+    last: &LastConnection,
     make: impl Fn() -> Result<http::Request<Vec<u8>>, String>,
 ) -> (Result<Answer, String>, Option<String>) {
     let mut replayed = None;
@@ -357,7 +426,7 @@ async fn exchange(
             Ok(r) => r,
             Err(e) => return (Err(e), replayed),
         };
-        match send_once(transport, request).await {
+        match send_once(transport, last, request).await {
             Ok(answer) => return (Ok(answer), replayed),
             Err(Failure { error, replay }) => match replay {
                 Some(reason) if replays < MAX_REPLAYS => {
@@ -380,17 +449,14 @@ struct Failure {
 
 async fn send_once(
     transport: &Transport,
+    last: &LastConnection,
     request: http::Request<Vec<u8>>,
 ) -> Result<Answer, Failure> {
     let replayable = is_replayable(&request);
     let mut request = request.map(kube::client::Body::from);
-    let captured = capture_connection(&mut request);
+    last.set(capture_connection(&mut request));
     let sent = transport.client.send(request).await;
-    let local = captured.connection_metadata().as_ref().and_then(|c| {
-        let mut extras = http::Extensions::new();
-        c.get_extras(&mut extras);
-        extras.get::<HttpInfo>().map(HttpInfo::local_addr)
-    });
+    let local = last.local_addr();
     // A connection is reused when an earlier request went over it. The local address names a
     // connection while it is open; an address the system hands out again later would count a
     // fresh connection as reused, which the few connections of one probing run make unlikely.
@@ -415,78 +481,13 @@ async fn send_once(
     Ok((status, body))
 }
 
-/// Whether Go's transport may send `request` again on another connection
-/// (`net/http.Request.isReplayable`: its body can be sent again, which ours always can).
-fn is_replayable(request: &http::Request<Vec<u8>>) -> bool {
-    matches!(
-        *request.method(),
-        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::TRACE
-    ) || request.headers().contains_key("idempotency-key")
-        || request.headers().contains_key("x-idempotency-key")
-}
-
-/// Whether `error` says the server ended the connection before any of its answer arrived —
-/// the failures Go's transport replays on a reused connection (`errServerClosedIdle`, or a
-/// read from the server failing, `transportReadFromServerError`). hyper reports an answer
-/// whose head was cut as "connection closed before message completed" too; a server writes a
-/// head at once, so on a connection closed while idle that means nothing had arrived.
-fn closed_before_answer(error: &kube::Error) -> Option<&'static str> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        // A new connection that could not be set up (hyper's own retry of a request a closed
-        // pooled connection never sent, then a failed dial or handshake): Go returns the dial
-        // error, it does not dial again.
-        if e.downcast_ref::<hyper_util::client::legacy::Error>()
-            .is_some_and(hyper_util::client::legacy::Error::is_connect)
-        {
-            return None;
-        }
-        if let Some(h) = e.downcast_ref::<hyper::Error>()
-            && h.is_incomplete_message()
-        {
-            return Some("the server closed a reused connection before answering");
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(io.kind(), std::io::ErrorKind::ConnectionReset)
-        {
-            return Some("the server reset a reused connection before answering");
-        }
-        source = e.source();
-    }
-    None
-}
-
-/// An error and its causes, `outer: inner: ...` (kube's own message for a failed send is only
-/// "client error (SendRequest)").
-fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let next = cause.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// An error answer as the client reports it: the `Status` message when there is one.
-fn status_error(status: http::StatusCode, body: &[u8]) -> String {
-    let message = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.get("message")
-                .and_then(|m| m.as_str())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
-    format!("{}: {message}", status.as_u16())
-}
-
-async fn read(transport: &Transport, options: &ProberOptions, id: u64) -> Outcome {
-    let (answer, replayed) = exchange(transport, || {
+async fn read(
+    transport: &Transport,
+    options: &ProberOptions,
+    id: u64,
+    last: LastConnection,
+) -> Outcome {
+    let (answer, replayed) = exchange(transport, &last, || {
         http::Request::get(&options.read_path)
             .header(PROBE_HEADER, format!("read-{id}"))
             .body(Vec::new())
@@ -503,13 +504,18 @@ async fn read(transport: &Transport, options: &ProberOptions, id: u64) -> Outcom
     Outcome { result, replayed }
 }
 
-async fn write(transport: &Transport, options: &ProberOptions, n: u64) -> Outcome {
+async fn write(
+    transport: &Transport,
+    options: &ProberOptions,
+    n: u64,
+    last: LastConnection,
+) -> Outcome {
     let path = format!(
         "/api/v1/namespaces/{}/configmaps/{}",
         options.namespace, options.config_map
     );
     let patch = json!({ "data": { "counter": n.to_string() } }).to_string();
-    let (answer, replayed) = exchange(transport, || {
+    let (answer, replayed) = exchange(transport, &last, || {
         http::Request::patch(&path)
             .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
             .header(PROBE_HEADER, format!("write-{n}"))
@@ -546,101 +552,4 @@ async fn create(client: &kube::Client, options: &ProberOptions, n: u64) -> Resul
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn series(outcomes: &[(u64, u64, bool)]) -> ProbeSeries {
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        ProbeSeries {
-            since: t0,
-            samples: outcomes
-                .iter()
-                .map(|(from, to, ok)| ProbeSample {
-                    started: at(*from),
-                    finished: at(*to),
-                    time: Timestamp::UNIX_EPOCH,
-                    ok: *ok,
-                    error: (!ok).then(|| "refused".to_string()),
-                    replayed: None,
-                })
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn windows_and_gaps_follow_the_failures() {
-        let clean = series(&[(0, 1, true), (10, 11, true), (20, 21, true)]);
-        assert_eq!(clean.failures(), 0);
-        assert!(clean.failure_windows().is_empty());
-        assert_eq!(clean.longest_gap(), Duration::from_millis(10));
-
-        let outage = series(&[
-            (0, 1, true),
-            (10, 11, false),
-            (20, 21, false),
-            (30, 41, true),
-            (50, 51, false),
-        ]);
-        assert_eq!((outage.attempts(), outage.failures()), (5, 3));
-        let windows = outage.failure_windows();
-        assert_eq!(windows.len(), 2);
-        assert_eq!(
-            outage.longest_failure_window(),
-            Duration::from_millis(31),
-            "from the first failed start to the recovering answer"
-        );
-        assert_eq!(outage.longest_gap(), Duration::from_millis(40));
-    }
-
-    #[test]
-    fn only_what_go_may_send_again_is_replayable() {
-        let request = |method: http::Method, key: Option<&str>| {
-            let mut b = http::Request::builder().method(method).uri("/x");
-            if let Some(k) = key {
-                b = b.header(k, "counter-1");
-            }
-            b.body(Vec::new()).unwrap()
-        };
-        let cases = [
-            (http::Method::GET, None, true),
-            (http::Method::HEAD, None, true),
-            (http::Method::PATCH, None, false),
-            (http::Method::POST, None, false),
-            (http::Method::PATCH, Some("Idempotency-Key"), true),
-            (http::Method::POST, Some("X-Idempotency-Key"), true),
-        ];
-        for (method, key, expected) in cases {
-            assert_eq!(
-                is_replayable(&request(method.clone(), key)),
-                expected,
-                "{method} {key:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn error_answers_read_like_the_client_reports_them() {
-        let status = br#"{"kind":"Status","message":"the server is still starting","code":500}"#;
-        assert_eq!(
-            status_error(http::StatusCode::INTERNAL_SERVER_ERROR, status),
-            "500: the server is still starting"
-        );
-        assert_eq!(
-            status_error(http::StatusCode::BAD_GATEWAY, b"bad gateway\n"),
-            "502: bad gateway"
-        );
-    }
-
-    #[test]
-    fn replays_are_counted_apart_from_failures() {
-        let mut reads = series(&[(0, 1, true), (10, 11, true), (20, 21, false)]);
-        reads.samples[1].replayed = Some("closed".into());
-        let report = ProbeReport {
-            writes: series(&[(0, 1, true)]),
-            reads,
-        };
-        assert_eq!((report.reads.failures(), report.replayed()), (1, 1));
-        assert_eq!(report.replay_reasons().get("closed"), Some(&1));
-    }
-}
+mod tests;

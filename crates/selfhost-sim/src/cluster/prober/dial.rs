@@ -1,0 +1,116 @@
+//! The prober's own connector: a plain TCP dial, like hyper's, that notes each connection's
+//! local address *before* it connects. A connection reset before its TLS handshake ends (a
+//! connection queued on a kube-apiserver socket that closed before accepting it, or refused
+//! where nothing listens) never reaches hyper's connection metadata, so without this note a
+//! probe that failed that way could not say who caught it.
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use kube::client::ConfigExt;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::time::Instant;
+use tower::{BoxError, ServiceBuilder};
+
+/// One dial: the local address, noted when the socket was bound, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Dial {
+    pub(super) local: SocketAddr,
+    pub(super) at: Instant,
+}
+
+/// Every dial so far, oldest first.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Dials(Arc<Mutex<Vec<Dial>>>);
+
+impl Dials {
+    fn note(&self, local: SocketAddr) {
+        let mut dials = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        dials.push(Dial {
+            local,
+            at: Instant::now(),
+        });
+    }
+
+    /// The dials made between `from` and `to`.
+    pub(super) fn between(&self, from: Instant, to: Instant) -> Vec<Dial> {
+        let dials = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        dials
+            .iter()
+            .filter(|d| d.at >= from && d.at <= to)
+            .copied()
+            .collect()
+    }
+}
+
+/// The connector: resolves the host, binds a socket, notes its address, connects.
+#[derive(Debug, Clone)]
+struct Dialler {
+    dials: Dials,
+}
+
+impl tower::Service<http::Uri> for Dialler {
+    type Response = TokioIo<TcpStream>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let dials = self.dials.clone();
+        Box::pin(async move {
+            let host = uri
+                .host()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no host"))?
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+            let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
+                Some("http") => 80,
+                _ => 443,
+            });
+            let remote = tokio::net::lookup_host((host.as_str(), port))
+                .await?
+                .next()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
+            let (socket, any) = match remote.ip() {
+                IpAddr::V4(_) => (TcpSocket::new_v4()?, IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                IpAddr::V6(_) => (TcpSocket::new_v6()?, IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+            };
+            // The address the server will see: the loopback one for a local server.
+            let ip = if remote.ip().is_loopback() {
+                remote.ip()
+            } else {
+                any
+            };
+            socket.bind(SocketAddr::new(ip, 0))?;
+            dials.note(socket.local_addr()?);
+            let stream = socket.connect(remote).await?;
+            stream.set_nodelay(true)?;
+            Ok(TokioIo::new(stream))
+        })
+    }
+}
+
+/// A kube client over [`Dialler`], as kube builds its own (base URI, credentials, extra
+/// headers, rustls) but with no retry and no timeouts of its own: the prober times each
+/// attempt itself.
+pub(super) fn client(config: kube::Config, dials: Dials) -> Result<kube::Client, kube::Error> {
+    let https = config.rustls_https_connector_with_connector(Dialler { dials })?;
+    let hyper_client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .build::<_, kube::client::Body>(https);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(BoxError::from)
+        .service(hyper_client);
+    Ok(kube::Client::new(service, config.default_namespace))
+}

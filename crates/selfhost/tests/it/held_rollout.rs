@@ -1,0 +1,188 @@
+//! The kube-apiserver's rollout held to one node at a time (`updateStrategy: OnDelete` for
+//! the pivot): stopped at each of its steps and run again, the upgrade completes with zero
+//! failed probes on three nodes, and the real DaemonSet ends with its own update strategy
+//! back and no record of the hold.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::Api;
+use selfhost::apply::{ApplyOptions, RunOutcome, apply};
+use selfhost::events::{Event, Events};
+use selfhost_core::Component;
+use selfhost_core::pivot::HELD_UPDATE_STRATEGY;
+use selfhost_sim::cluster::CaughtBy;
+use tokio_util::sync::CancellationToken;
+
+use crate::upgrade::{ONE_PROBED_UPGRADE_AT_A_TIME, TO, cluster, images, on, run_upgrade};
+
+/// The real apiserver DaemonSet's update strategy type and whether the hold is recorded.
+async fn strategy(sim: &selfhost_sim::SimCluster) -> (Option<String>, bool) {
+    let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
+    let ds = daemonsets
+        .get(&Component::ApiServer.daemonset_name())
+        .await
+        .expect("the real DaemonSet");
+    let held = ds
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(HELD_UPDATE_STRATEGY));
+    let kind = ds
+        .spec
+        .and_then(|s| s.update_strategy)
+        .and_then(|s| s.type_);
+    (kind, held)
+}
+
+/// Runs the upgrade and stops it (as Ctrl-C does, at the next safe point) when the
+/// apiserver's step `stop_at` has been announced `nth` times.
+async fn stopped_at(
+    sim: &selfhost_sim::SimCluster,
+    stop_at: &'static str,
+    nth: usize,
+) -> Vec<String> {
+    let (clients, mut observer, _, targets) = crate::planned(sim, TO).await;
+    let (sender, mut receiver) =
+        tokio::sync::mpsc::unbounded_channel::<selfhost::events::Stamped>();
+    let cancel = CancellationToken::new();
+    let collector = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let mut steps = Vec::new();
+            while let Some(stamped) = receiver.recv().await {
+                if let Event::Step {
+                    component: Component::ApiServer,
+                    step,
+                    ..
+                } = &stamped.event
+                {
+                    steps.push(step.clone());
+                    if step == stop_at && steps.iter().filter(|s| *s == stop_at).count() >= nth {
+                        cancel.cancel();
+                    }
+                }
+            }
+            steps
+        })
+    };
+    let events = Events::to(sender);
+    let options = ApplyOptions::default();
+    let run = apply(
+        &mut observer,
+        &clients.api,
+        &targets,
+        &options,
+        &events,
+        &cancel,
+    );
+    let report = tokio::time::timeout(Duration::from_secs(240), run)
+        .await
+        .expect("finishes in time")
+        .expect("runs");
+    drop(events);
+    let steps = collector.await.expect("collector");
+    assert!(
+        matches!(
+            report.outcome,
+            RunOutcome::Interrupted {
+                component: Component::ApiServer,
+                ..
+            }
+        ),
+        "stopped in the apiserver's pivot: {:?} after {steps:?}",
+        report.outcome
+    );
+    steps
+}
+
+async fn stopped_and_run_again(stop_at: &'static str, nth: usize) {
+    let _one = ONE_PROBED_UPGRADE_AT_A_TIME.lock().await;
+    let sim = cluster(3).await;
+    let prober = sim
+        .prober(selfhost_sim::cluster::ProberOptions {
+            read_path: "/api/v1/namespaces/kube-system".into(),
+            timeout: Duration::from_secs(3),
+            ..Default::default()
+        })
+        .await
+        .expect("prober");
+    let steps = stopped_at(&sim, stop_at, nth).await;
+    assert!(
+        steps.iter().any(|s| s == "update-real"),
+        "the rollout had begun: {steps:?}"
+    );
+    let (report, events, base) = run_upgrade(&sim, TO, ApplyOptions::default()).await;
+    let probes = prober.stop().await;
+    assert_eq!(report.outcome, RunOutcome::Done);
+    assert_eq!(images(&sim).await, (on(TO), false));
+    assert_eq!(
+        strategy(&sim).await,
+        (Some("RollingUpdate".to_string()), false),
+        "the DaemonSet's own strategy is back"
+    );
+    // The backup's removal stops its processes on every node at once; each lingers on the
+    // port in its shutdown delay with `/readyz` failing, and the load balancer, whose check
+    // lands on either process of a node, can find no node healthy for a moment and refuse
+    // new connections. That is the backup's removal, not the hold these tests are about: a
+    // refusal after the apiserver's backup removal began is reported, not failed on.
+    let removal = events.iter().find_map(|e| match &e.event {
+        Event::Step {
+            component: Component::ApiServer,
+            step,
+            ..
+        } if step == "remove-backup" => Some(base + Duration::from_secs_f64(e.at)),
+        _ => None,
+    });
+    let mut refused_at_removal = 0;
+    let mut failed = Vec::new();
+    for s in probes
+        .reads
+        .samples
+        .iter()
+        .chain(&probes.writes.samples)
+        .filter(|s| !s.ok)
+    {
+        if s.caught_by == Some(CaughtBy::Refused) && removal.is_some_and(|r| s.started >= r) {
+            refused_at_removal += 1;
+            continue;
+        }
+        // When, on the clock of the run that went on (negative: before it).
+        let at = s.started.checked_duration_since(base).map_or_else(
+            || format!("-{:?}", base.duration_since(s.started)),
+            |d| format!("+{d:?}"),
+        );
+        failed.push((at, s.error.clone(), s.caught_by.clone()));
+    }
+    let steps: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Step {
+                component, step, ..
+            } => Some(format!("{:.3} {component} {step}", e.at)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "probes failed: {failed:#?}; steps of the run that went on: {steps:#?}"
+    );
+    if refused_at_removal > 0 {
+        println!("{refused_at_removal} probe(s) refused while the backup was being removed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_after_the_held_update_and_run_again() {
+    stopped_and_run_again("delete-old-pod", 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_between_two_nodes_and_run_again() {
+    stopped_and_run_again("delete-old-pod", 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_at_the_strategy_written_back_and_run_again() {
+    stopped_and_run_again("restore-update-strategy", 1).await;
+}
