@@ -259,11 +259,10 @@ fn stop_every_possible_holder(
         Some(leaving) => format!("pod {} is going away", leaving.name),
         None => "a process that may hold it has stopped".to_string(),
     };
-    Some(Step::DeleteOldPod {
+    Some(Step::StopPossibleLeaseHolder {
         pod: pod.name.clone(),
         uid: pod.uid.clone(),
         node: node.to_string(),
-        grace_period_seconds: None,
         why: format!(
             "the Lease's holder acquired it at {acquired} on {node}, where {gone} while \
              {count} other {name} process(es) that may hold it run on; the holder cannot be \

@@ -58,7 +58,7 @@ fn when_the_backup_goes_the_new_pod_next_to_a_possible_holder_stops_too() {
              cp-1, which may hold it too, is deleted as well",
             rolled_out().backup_deleting(70).at(71).build(),
             target(ControllerManager),
-            "delete-old-pod",
+            "stop-possible-lease-holder",
             &[
                 "self-hosted-kube-controller-manager-new-cp-1",
                 "\"node\":\"cp-1\"",
@@ -162,7 +162,7 @@ fn when_the_rollout_deletes_an_old_pod_that_may_lead_the_backup_standby_beside_i
             "the old pod on cp-2 is Terminating: the backup's pod there is deleted as well",
             mid_rollout().old_terminating("cp-2", 30).build(),
             target(ControllerManager),
-            "delete-old-pod",
+            "stop-possible-lease-holder",
             &["temp-upgrade-self-hosted-kube-controller-manager-cp-2"],
         ),
         row(
@@ -215,7 +215,7 @@ fn when_the_rollout_deletes_an_old_pod_that_may_lead_the_backup_standby_beside_i
                 .old_terminating("cp-2", 30)
                 .build(),
             target(Scheduler),
-            "delete-old-pod",
+            "stop-possible-lease-holder",
             &["temp-upgrade-self-hosted-kube-scheduler-cp-2"],
         ),
     ]);
@@ -251,7 +251,7 @@ fn a_new_pod_started_in_the_second_of_the_acquisition_is_stopped_only_if_the_oth
              the Lease or the stopped process may: the new pod is deleted",
             same_second(70.5).build(),
             target(ControllerManager),
-            "delete-old-pod",
+            "stop-possible-lease-holder",
             &["self-hosted-kube-controller-manager-new-cp-1"],
         ),
         row(

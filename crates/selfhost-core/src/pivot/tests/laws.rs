@@ -179,7 +179,9 @@ fn affected(step: &Step, obs: &Observation) -> Vec<String> {
             .iter()
             .flat_map(|b| b.daemonset.pods.iter().map(|p| p.name.clone()))
             .collect(),
-        Step::DeleteOldPod { pod, .. } => vec![pod.clone()],
+        Step::DeleteOldPod { pod, .. } | Step::StopPossibleLeaseHolder { pod, .. } => {
+            vec![pod.clone()]
+        }
         _ => Vec::new(),
     }
 }
@@ -315,7 +317,9 @@ proptest! {
         };
         let scenario = Scenario { component, ..scenario };
         let obs = scenario.build();
-        if let Step::DeleteOldPod { pod, .. } = decide(&obs, &target(component)) {
+        if let Step::DeleteOldPod { pod, .. } | Step::StopPossibleLeaseHolder { pod, .. } =
+            decide(&obs, &target(component))
+        {
             let name = component.name();
             prop_assert!(
                 obs.all_pods().any(|p| p.name != pod
