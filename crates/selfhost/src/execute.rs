@@ -195,18 +195,12 @@ pub async fn perform(
             grace_period_seconds,
             ..
         } => {
-            let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
             let mut params = delete(uid.as_ref(), None);
             params.grace_period_seconds = grace_period_seconds.and_then(|g| u32::try_from(g).ok());
-            let result = with_retries(&format!("delete Pod kube-system/{pod}"), policy, || {
-                pods.delete(pod, &params)
-            })
-            .await;
-            // A pod being deleted gracefully comes back with its new deletion time and
-            // resourceVersion: the watch must show that before the next decision.
-            let result =
-                result.map(|deleted| deleted.left().and_then(|p| p.metadata.resource_version));
-            superseded_or(result, written(Kind::Pod, pod))
+            delete_pod(client, policy, pod, &params).await
+        }
+        Step::StopPossibleLeaseHolder { pod, uid, .. } => {
+            delete_pod(client, policy, pod, &delete(uid.as_ref(), None)).await
         }
         Step::HandOverLease {
             lease,
@@ -249,6 +243,28 @@ pub async fn perform(
 /// 409 (campaign finding C: a rollback superseded for ten seconds). The writer's metadata is
 /// kept. Bounded: a writer faster than a read and a write gets the executor's own handling of
 /// a superseded action.
+/// Deletes one pod (`params`: its preconditions, grace period and dry run).
+async fn delete_pod(
+    client: &kube::Client,
+    policy: &RetryPolicy,
+    pod: &str,
+    params: &DeleteParams,
+) -> Result<Applied, ApiCallError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let result = with_retries(&format!("delete Pod kube-system/{pod}"), policy, || {
+        pods.delete(pod, params)
+    })
+    .await;
+    // A pod being deleted gracefully comes back with its new deletion time and
+    // resourceVersion: the watch must show that before the next decision.
+    let result = result.map(|deleted| deleted.left().and_then(|p| p.metadata.resource_version));
+    superseded_or(result, |resource_version| Applied::Written {
+        kind: Kind::Pod,
+        name: pod.to_string(),
+        resource_version,
+    })
+}
+
 async fn replace_daemonset(
     daemonsets: &Api<DaemonSet>,
     post: &PostParams,

@@ -17,6 +17,7 @@ pub mod prepull;
 pub mod reconnect;
 pub mod record;
 pub mod retry;
+pub mod stopped;
 pub mod target;
 pub mod upgrade;
 pub mod view;

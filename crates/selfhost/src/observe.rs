@@ -4,8 +4,9 @@
 //! this costs no request) and the API's health (the last probe, sampled in the background
 //! so that no decision waits for it; the executor probes afresh for the one decision that
 //! reads it).
-//! The only memory is the identity tracker, fed by its own watch (see `identity.rs`), and the
-//! record of what the run cost (see `measure.rs`), which decides nothing.
+//! The only memory is the identity tracker, fed by its own watch (see `identity.rs`), the
+//! processes seen stopped (see `stopped.rs`), and the record of what the run cost (see
+//! `measure.rs`), which decides nothing.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +33,7 @@ use crate::health;
 use crate::identity::LeaseWatch;
 use crate::measure::{MeasuredDisruption, Recorder};
 use crate::retry::{RetryPolicy, with_retries};
+use crate::stopped::StopTracker;
 use crate::view::{ClusterView, ViewTimeout};
 
 /// How stale a health probe may be when a decision is made.
@@ -48,6 +50,8 @@ pub struct Observer {
     api: kube::Client,
     probe: kube::Client,
     leases: LeaseWatch,
+    /// The processes seen stopped.
+    stops: StopTracker,
     /// The latest probe: when it was sent, and what it said.
     health: Arc<Mutex<Option<(Instant, ApiHealth)>>>,
     /// The background probe in flight, if one is.
@@ -121,6 +125,7 @@ impl Observer {
             api: clients.api.clone(),
             probe: clients.probe.clone(),
             leases: LeaseWatch::start(&clients.api),
+            stops: StopTracker::default(),
             health: Arc::new(Mutex::new(None)),
             sampling: None,
         }
@@ -226,6 +231,21 @@ impl Observer {
             let owned = owned_by(&backup_pods, ds.metadata.uid.as_deref());
             BackupObservation::from_daemonset(&ds, &owned, component)
         });
+        let present: std::collections::BTreeSet<&str> = pods
+            .iter()
+            .chain(backup_pods.iter())
+            .filter_map(|pod| pod.metadata.uid.as_deref())
+            .collect();
+        let seen = real
+            .iter()
+            .flat_map(|ds| ds.pods.iter())
+            .chain(backup.iter().flat_map(|b| b.daemonset.pods.iter()));
+        // Only the leader hand-over reads it (see `pivot/leader.rs`).
+        let stopped = if component.leader_lease_name().is_some() {
+            self.stops.record(component, seen, &present, now)
+        } else {
+            Vec::new()
+        };
         let nodes = self
             .view
             .nodes
@@ -261,6 +281,7 @@ impl Observer {
             identity_leases,
             leader_lease,
             known_starts: Vec::new(),
+            stopped,
         }
     }
 

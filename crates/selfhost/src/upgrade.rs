@@ -306,6 +306,7 @@ pub async fn run_component(
                 let deletion = matches!(
                     step,
                     Step::DeleteOldPod { .. }
+                        | Step::StopPossibleLeaseHolder { .. }
                         | Step::RemoveBackup { .. }
                         | Step::HandOverLease { .. }
                 );

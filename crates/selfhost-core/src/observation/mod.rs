@@ -6,9 +6,10 @@
 //! so that decisions are reproducible in tests.
 //!
 //! The constructors in [`convert`] turn API objects into these structs. They are pure, so the
-//! engine's only job is to fetch the objects. Two facts cannot be read from a single snapshot
+//! engine's only job is to fetch the objects. Three facts cannot be read from a single snapshot
 //! and are documented on their fields: [`IdentitySighting::holder_since`] (when a kube-apiserver
-//! process took its identity Lease) and [`DaemonSetObservation::current_revision_hash`].
+//! process took its identity Lease), [`Observation::stopped`] (processes the engine saw stop)
+//! and [`DaemonSetObservation::current_revision_hash`].
 
 mod convert;
 mod pods;
@@ -59,6 +60,30 @@ pub struct Observation {
     /// Pods whose process the engine knows started after an exact moment, because its own
     /// write made them (a static manifest it wrote): finer than the kubelet's whole seconds.
     pub known_starts: Vec<KnownStart>,
+    /// Processes of the component's pods the engine saw running earlier in this run and has
+    /// since seen stopped, or whose pods have left the API (see [`StoppedProcess`]).
+    pub stopped: Vec<StoppedProcess>,
+}
+
+/// A process of a pod of the real or backup DaemonSet that the engine saw running during the
+/// run and then saw stopped: its container no longer running, or its pod removed from the
+/// API. A pod deleted gracefully (the DaemonSet controller's, the garbage collector's and the
+/// engine's deletes all are) leaves the API only once its kubelet reported its containers
+/// stopped. Only the engine can know this: a snapshot no longer shows a removed pod at all,
+/// and a stopped container's `finishedAt` has whole-second precision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoppedProcess {
+    /// Its pod's name.
+    pub pod: String,
+    /// Its pod's uid.
+    pub pod_uid: String,
+    /// The node it ran on.
+    pub node: String,
+    /// When it started (the kubelet's `startedAt`, whole seconds).
+    pub started_at: Timestamp,
+    /// When the engine first saw it stopped or its pod gone (engine clock): it stopped no
+    /// later than this.
+    pub stopped_by: Timestamp,
 }
 
 /// A pod whose process cannot have started before `not_before`: the engine's own write at

@@ -235,6 +235,7 @@ fn nodes_are_found_by_hostname_or_name() {
         identity_leases: vec![],
         leader_lease: None,
         known_starts: Vec::new(),
+        stopped: Vec::new(),
     };
     assert_eq!(
         obs.node_by_hostname("host-a").map(|n| n.name.as_str()),

@@ -7,7 +7,8 @@
 //! about half the time. Deleting the backup DaemonSet at once drains every node together, and a
 //! load balancer can find no node whose checks pass and refuse connections.
 //!
-//! So the backup goes one node at a time: each step excludes one more node from the backup's
+//! So the kube-apiserver's backup goes one node at a time (the other components' backups, with
+//! no load balancer in front, are deleted at once): each step excludes one more node from the backup's
 //! required node affinity (`matchFields metadata.name NotIn [node]`; the API accepts one value
 //! per field requirement, so one requirement per node), and the DaemonSet controller deletes
 //! the backup pod there, as upstream `NodeShouldRunDaemonPod` asks of a node that no longer
@@ -31,6 +32,7 @@ use super::hold::on_delete;
 use super::lease_hand_over;
 use super::next_step::Cx;
 use super::step::{Step, Update, Wait, Watch};
+use crate::component::Component;
 use crate::observation::{BackupObservation, PodObservation, time};
 
 /// Annotation on the backup while it is removed node by node: the nodes excluded so far,
@@ -118,6 +120,15 @@ impl Cx<'_> {
     /// an excluded node's pod has yet to be deleted; exclude the next node while two or more
     /// backup pods run; delete the DaemonSet when at most one does.
     pub(super) fn remove_backup(&self, backup: &BackupObservation) -> Step {
+        if self.component() != Component::ApiServer {
+            // Only kube-apiservers sit behind a load balancer that health-checks them; a
+            // standby of the other components leaves nothing to drain, and their leader
+            // hand-over (`leader.rs`) reads the backup's deletion as its pods going.
+            return Step::RemoveBackup {
+                name: backup.daemonset.name.clone(),
+                uid: backup.daemonset.uid.clone(),
+            };
+        }
         let drained = drained_nodes(backup);
         let pods = &backup.daemonset.pods;
         let stopping: Vec<&PodObservation> = pods

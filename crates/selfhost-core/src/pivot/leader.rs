@@ -21,6 +21,35 @@
 //! since the acquisition and at most one process of the component can run at all (see
 //! [`sole_candidate`]), that process is the only one that can hold the Lease after the
 //! hand-over, whether it held it before or not.
+//!
+//! Two processes of a role on one node are the normal case, not the exception: every node runs
+//! the backup's standby next to its real pod (old, then new). A standby acquires the Lease
+//! whenever the previous holder goes, so the holder is often one of two processes on its node
+//! that both started well before the acquisition (whole seconds before it: no wait for the next
+//! second boundary would separate them), and nothing the API shows tells them apart: start
+//! times only rule out processes started later; `renewTime` says the holder renewed, not which
+//! process did, and a holder that stopped renewing still leads until a renewal round has failed
+//! for its whole renew deadline (10 s; waiting that out would save 5 s of the 15); the
+//! identity's uuid names no pod; `leaseDurationSeconds` is each process's flag, the same for
+//! all of them; a pod's log would say whether its process acquired, but only through a message
+//! text that may change between releases, and its absence proves nothing (the line follows the
+//! write). So when one of the two goes away (the rollout deletes the old pod, or the engine
+//! removes the backup) the holder may be dead or alive, and the rule above would leave the
+//! Lease to expire: 15 s without a controller-manager or scheduler. The engine settles it by
+//! sequencing instead ([`stop_every_possible_holder`]): it deletes the other possible holders
+//! on that node too (pods of our DaemonSets, which recreate them), so that every process that
+//! may hold the Lease stops, and hands the Lease over by the rule above once they have.
+//! Deleting a standby can never make two leaders; the Lease is still only deleted once no
+//! process that may hold it runs. It costs one pod restart and, when the process left running
+//! was the holder, one leader change it would not otherwise have made — each as short as any
+//! other hand-over, and only while a process that may hold the Lease is going away anyway. It
+//! needs a standby on another node to take over, as the recreated pod needs a leader of its
+//! own role (the controller-manager's DaemonSet controller creates it, the scheduler places
+//! it); on one node the exception above applies instead.
+//!
+//! Pods that stopped leave the API soon after (at once, in the simulator), so the engine
+//! remembers the processes it saw stop ([`Observation::stopped`]): a node where all of them
+//! stopped has no pod left at all, and still must count as one where the holder is gone.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -29,13 +58,38 @@ use super::step::Step;
 use super::{Target, container_name};
 use crate::command_line;
 use crate::component::Component;
-use crate::observation::{ContainerState, DaemonSetObservation, Observation, PodObservation};
+use crate::observation::{
+    ContainerState, DaemonSetObservation, LeaderLease, Observation, PodObservation, StoppedProcess,
+};
 
 /// The flag that turns leader election off; then there is no Lease to verify.
 pub const LEADER_ELECT_FLAG: &str = "leader-elect";
 
 /// The hand-over to do now, if the leader Lease is held by a process confirmed gone.
 pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
+    match hand_over_decision(obs)? {
+        HandOver::Now(step) => Some(step),
+        HandOver::Deferred(_) => None,
+    }
+}
+
+/// Why the run must not end yet, if a hand-over by the [`sole_candidate`] exception waits for
+/// a holder that just acquired to renew (see [`just_acquired`]): ending now would leave the
+/// ambiguity to the next run, which would hand over a live leader's Lease on a no-op run.
+pub(super) fn hand_over_deferred(obs: &Observation) -> Option<String> {
+    match hand_over_decision(obs)? {
+        HandOver::Deferred(why) => Some(why),
+        HandOver::Now(_) => None,
+    }
+}
+
+/// A hand-over to do now, or one waiting for the holder's first renewal.
+enum HandOver {
+    Now(Step),
+    Deferred(String),
+}
+
+fn hand_over_decision(obs: &Observation) -> Option<HandOver> {
     if obs.component == Component::ApiServer {
         return None;
     }
@@ -55,22 +109,11 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
         .all_pods()
         .filter(|pod| pod.node.as_deref() == Some(node.name.as_str()))
         .collect();
-    if pods.is_empty() {
+    // Our pods ran there: the ones left, or processes the engine saw stop.
+    if pods.is_empty() && stopped_on(obs, &node.name).next().is_none() {
         return None;
     }
-    let may_be_holder = pods.iter().any(|pod| match pod.main_container(name) {
-        None => true,
-        Some(container) => match container.state {
-            // Start times are whole seconds; a pod our own update created started after that
-            // write, which is known to the millisecond (the backup's standby often acquires
-            // in the same second as the new pod starts).
-            ContainerState::Running { .. } => {
-                started_no_earlier_than(obs, pod).is_none_or(|s| s <= acquired)
-            }
-            ContainerState::Unknown => true,
-            ContainerState::Waiting { .. } | ContainerState::Terminated { .. } => false,
-        },
-    });
+    let may_be_holder = pods.iter().any(|pod| may_hold(obs, pod, acquired));
     let reason = if !may_be_holder {
         format!(
             "no {name} process running on {node} is that old",
@@ -80,16 +123,24 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
         || only_new_pods_started_that_second(obs, &pods, acquired))
         && sole_candidate(obs)
     {
+        if just_acquired(lease) {
+            return Some(HandOver::Deferred(format!(
+                "Lease {} was acquired by {holder} at {acquired} and not renewed since: \
+                 waiting for its renewal to tell a survivor of the hand-over from a holder \
+                 that stopped",
+                lease.name
+            )));
+        }
         format!(
             "a {name} process on {node} that may have held it stopped since, and the one \
              {name} process left is the only one that can hold it next",
             node = node.name
         )
     } else {
-        return None;
+        return stop_every_possible_holder(obs, &node.name, &pods, acquired).map(HandOver::Now);
     };
     let resource_version = lease.resource_version.clone()?;
-    Some(Step::HandOverLease {
+    Some(HandOver::Now(Step::HandOverLease {
         lease: lease.name.clone(),
         uid: lease.uid.clone(),
         resource_version,
@@ -101,6 +152,124 @@ pub fn lease_hand_over(obs: &Observation) -> Option<Step> {
             expiry = lease
                 .expires_at()
                 .map_or_else(|| "it expires".to_string(), |t| t.to_string()),
+        ),
+    }))
+}
+
+/// Whether the holder has not renewed the Lease since it acquired it: client-go writes the
+/// same moment as `acquireTime` and `renewTime` when it creates or takes over a Lease, and
+/// only a renewal moves `renewTime` on.
+///
+/// The [`sole_candidate`] exception cannot tell, within the whole second its times leave
+/// open, a holder that *survived* the hand-over — it found its Lease gone and created it
+/// again, as client-go does — from one that may have stopped; only a re-creation after that
+/// second settles it. It pressed the survivor again on every re-creation, back to back
+/// (campaign finding J: five hand-overs of the same live holder in a row, and the run stopped
+/// as stuck; replays deleted one live leader's Lease up to 42 times in a few hundred
+/// milliseconds). Now it waits for the holder's first renewal before pressing again, and the
+/// run does not end meanwhile ([`hand_over_deferred`]): the presses are spaced by the
+/// holder's retry period, with a wait between any two. A holder that acquired and stopped
+/// before it ever renewed is left to its Lease's expiry.
+fn just_acquired(lease: &LeaderLease) -> bool {
+    lease.renew_time.is_some() && lease.renew_time == lease.acquire_time
+}
+
+/// Whether `pod`'s process may be the one that acquired at `acquired`: it runs (or its state
+/// is unknown) and did not start after the acquisition. Start times are whole seconds; a pod
+/// our own update created started after that write, which is known to the millisecond (the
+/// backup's standby often acquires in the same second as the new pod starts).
+fn may_hold(obs: &Observation, pod: &PodObservation, acquired: Timestamp) -> bool {
+    match pod.main_container(container_name(obs)).map(|c| &c.state) {
+        None | Some(ContainerState::Unknown) => true,
+        Some(ContainerState::Running { .. }) => {
+            started_no_earlier_than(obs, pod).is_none_or(|s| s <= acquired)
+        }
+        Some(ContainerState::Waiting { .. } | ContainerState::Terminated { .. }) => false,
+    }
+}
+
+/// The processes on `node` the engine saw stop.
+fn stopped_on<'a>(obs: &'a Observation, node: &'a str) -> impl Iterator<Item = &'a StoppedProcess> {
+    obs.stopped.iter().filter(move |p| p.node == node)
+}
+
+/// Whether the engine saw a process on `node` that may have held the Lease since `acquired`
+/// stop: it started no later than the acquisition, and the engine first saw it stopped after
+/// it. (Engine and node clocks are compared here, as Kubernetes compares them; a skew can
+/// only cost an unneeded restart or a Lease left to expire, never a second leader: only
+/// the processes still running decide whether the Lease is deleted.)
+fn seen_stopping_since(obs: &Observation, node: &str, acquired: Timestamp) -> bool {
+    stopped_on(obs, node).any(|p| p.started_at <= acquired && p.stopped_by > acquired)
+}
+
+/// When the Lease's holder may be a process on `node` that is going away or has gone, and
+/// other processes there may be it as well: delete one of those others (the next decision
+/// deletes the next), so that all of them stop and the Lease can be handed over once they
+/// have (see the module documentation). `pods` are the node's pods of our DaemonSets.
+///
+/// Nothing is deleted while every possible holder runs on (the holder is then alive, whoever
+/// it is), nor without a running, Ready standby of the role on another Ready node: it takes
+/// the Lease, and the deleted pod's replacement needs a leader of its role (the
+/// controller-manager creates it, the scheduler places it).
+fn stop_every_possible_holder(
+    obs: &Observation,
+    node: &str,
+    pods: &[&PodObservation],
+    acquired: Timestamp,
+) -> Option<Step> {
+    let name = container_name(obs);
+    let backup_going = obs
+        .backup
+        .as_ref()
+        .filter(|backup| backup.daemonset.deleting_since.is_some());
+    // Going away for good: being deleted, or a pod of the backup being deleted.
+    let going = |pod: &PodObservation| {
+        pod.is_terminating()
+            || backup_going.is_some_and(|backup| {
+                backup
+                    .daemonset
+                    .pods
+                    .iter()
+                    .any(|p| p.name == pod.name && p.uid == pod.uid)
+            })
+    };
+    let (leaving, staying): (Vec<&PodObservation>, Vec<&PodObservation>) = pods
+        .iter()
+        .copied()
+        .filter(|pod| may_hold(obs, pod, acquired))
+        .partition(|pod| going(pod));
+    let pressed = !leaving.is_empty() || seen_stopping_since(obs, node, acquired);
+    let pod = staying.first()?;
+    if !pressed {
+        return None;
+    }
+    let successor = obs.all_pods().any(|other| {
+        other
+            .node
+            .as_deref()
+            .is_some_and(|n| n != node && obs.node_is_ready(n))
+            && other.ready
+            && other.is_running(name)
+            && !going(other)
+    });
+    if !successor {
+        return None;
+    }
+    let gone = match leaving.first() {
+        Some(leaving) => format!("pod {} is going away", leaving.name),
+        None => "a process that may hold it has stopped".to_string(),
+    };
+    Some(Step::StopPossibleLeaseHolder {
+        pod: pod.name.clone(),
+        uid: pod.uid.clone(),
+        node: node.to_string(),
+        why: format!(
+            "the Lease's holder acquired it at {acquired} on {node}, where {gone} while \
+             {count} other {name} process(es) that may hold it run on; the holder cannot be \
+             told apart, so they stop too and the Lease is handed over once none runs, rather \
+             than left to expire with its holder possibly gone (a standby on another node \
+             takes over)",
+            count = staying.len(),
         ),
     })
 }
@@ -144,10 +313,13 @@ fn stopped_since(obs: &Observation, node: &str, acquired: Timestamp) -> bool {
     };
     let on_node = |pod: &&PodObservation| pod.node.as_deref() == Some(node);
     let pod_stopped = obs.all_pods().filter(on_node).any(|pod| {
-        let finished = match pod.main_container(name).map(|c| &c.state) {
-            Some(ContainerState::Terminated { finished_at, .. }) => *finished_at,
+        // A container waiting to be restarted stopped at its last exit: without it, a stop
+        // of unknown time would make every later acquisition look older than the stop.
+        let finished = pod.main_container(name).and_then(|c| match &c.state {
+            ContainerState::Terminated { finished_at, .. } => *finished_at,
+            ContainerState::Waiting { .. } => c.last_exit_at,
             _ => None,
-        };
+        });
         stopped_for_good(pod, name) && not_before(finished)
     });
     let backup_removed = obs.backup.as_ref().is_some_and(|backup| {
@@ -155,7 +327,7 @@ fn stopped_since(obs: &Observation, node: &str, acquired: Timestamp) -> bool {
             && not_before(backup.daemonset.deleting_since)
             && backup.daemonset.pods.iter().filter(on_node).count() == 0
     });
-    pod_stopped || backup_removed
+    pod_stopped || backup_removed || seen_stopping_since(obs, node, acquired)
 }
 
 /// Whether every pod on the holder's node whose process may hold the Lease is a pod our own
@@ -213,6 +385,9 @@ pub fn leader_is_new_process(
 ) -> Result<(), String> {
     if obs.component == Component::ApiServer || leader_election_off(obs, target) {
         return Ok(());
+    }
+    if let Some(why) = hand_over_deferred(obs) {
+        return Err(why);
     }
     let lease_name = obs.component.leader_lease_name().unwrap_or_default();
     let Some(lease) = obs.leader_lease.as_ref() else {

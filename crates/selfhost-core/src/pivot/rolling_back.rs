@@ -1,12 +1,13 @@
 //! The rollback phase: the real DaemonSet is back on its original template, and the backup
 //! serves until the restored pods do.
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+use super::BACKUP_CREATED_AT;
 use super::next_step::{Cx, describe};
-use super::serving::pod_serves;
+use super::serving::{created_after_our_write, pod_serves};
 use super::step::{Step, Wait};
-use crate::observation::BackupObservation;
+use crate::observation::{BackupObservation, ContainerState, Observation, PodObservation, time};
 use crate::rollout::failure_signals;
 
 /// The rollback's deadline, in per-component deadlines from the rollback's start.
@@ -74,41 +75,106 @@ impl Cx<'_> {
     }
 
     /// What keeps a rollback from being complete: the real DaemonSet's rollout back to the
-    /// original template, and every node where the backup serves but the restored real pod
-    /// does not yet. Empty exactly when the backup can go.
+    /// original template, and every node where a backup pod may still serve but no real pod
+    /// is known to. Empty exactly when the backup can go.
     fn rollback_pending(&self, backup: &BackupObservation) -> Vec<String> {
         let mut pending = self.serving_progress(false);
-        pending.extend(self.backup_serves_where_real_does_not(backup));
+        pending.extend(self.backup_may_serve_where_real_does_not(backup));
         pending.extend(self.nodes_only_the_backup_covers(backup));
         pending
     }
 
-    /// Nodes where a backup pod serves but no real pod does: removing the backup would lose
-    /// them. Empty when the backup never served there (a rollback before the update).
-    fn backup_serves_where_real_does_not(&self, backup: &BackupObservation) -> Vec<String> {
+    /// Nodes where a backup pod may serve but no real pod is known to: removing the backup
+    /// could lose the last process that serves there, and with it the cluster's last one.
+    ///
+    /// A backup pod *may* serve unless it is known not to ([`backup_pod_may_serve`]); one
+    /// that does not *count* as serving (its node NotReady, its identity not dated) is not one
+    /// that does not serve. Campaign finding K: the rule asked a proven successor only where
+    /// the backup pod counted as serving, so backup pods that did not count (a node NotReady a
+    /// moment before, a probe on the shared port answered by a restored process that had not
+    /// finished starting) let the backup go on the restored pods' Ready — itself a probe the
+    /// backup's process answered — and nothing served for 47 s.
+    fn backup_may_serve_where_real_does_not(&self, backup: &BackupObservation) -> Vec<String> {
+        let backup_created = self.backup_created_at(backup);
         backup
             .daemonset
             .pods
             .iter()
-            .filter(|pod| pod_serves(self.obs, self.target, pod).is_ok())
+            .filter(|pod| backup_pod_may_serve(self.obs, pod))
             .filter_map(|pod| {
                 let node = pod.node.as_deref()?;
                 let mut why = Vec::new();
                 for real in self.real.pods_on(node) {
+                    if served_before_the_pivot(self.obs, real, backup_created) {
+                        return None;
+                    }
                     match pod_serves(self.obs, self.target, real) {
                         Ok(_) => return None,
                         Err(reason) => why.push(reason),
                     }
                 }
                 Some(if why.is_empty() {
-                    format!("{node}: no real pod yet, and the backup pod there serves")
+                    format!("{node}: no real pod yet, and the backup pod there may serve")
                 } else {
                     format!(
-                        "{node}: the real pod does not serve yet ({})",
+                        "{node}: the real pod does not serve yet ({}), and the backup pod there \
+                         may",
                         why.join("; ")
                     )
                 })
             })
             .collect()
     }
+
+    /// When the backup was created: our annotation, else the object's creation time.
+    fn backup_created_at(&self, backup: &BackupObservation) -> Option<Timestamp> {
+        backup
+            .daemonset
+            .annotation(BACKUP_CREATED_AT)
+            .and_then(time::parse)
+            .or(backup.daemonset.created)
+    }
+}
+
+/// Whether a backup pod may serve: every one whose process runs (or whose state is unknown),
+/// unless it is being deleted (its process leaves the port). Not Ready proves nothing: on a
+/// shared port the kubelet's probe reaches whichever process the kernel picks, so a serving
+/// backup pod is reported not Ready when a restored process that never finishes starting
+/// answers its probe (the engine test of finding K saw exactly that, and the backup went);
+/// nor does a NotReady node, whose kubelet's report is stale, or an identity Lease that two
+/// processes on one host take over from each other.
+fn backup_pod_may_serve(obs: &Observation, pod: &PodObservation) -> bool {
+    !pod.is_terminating()
+        && pod.main_container(obs.component.name()).is_none_or(|c| {
+            matches!(
+                c.state,
+                ContainerState::Running { .. } | ContainerState::Unknown
+            )
+        })
+}
+
+/// Whether a real pod has served since before the pivot touched anything: the pod on the
+/// original template that the update never replaced, its process running since before the
+/// backup existed (plus a second: start times are whole seconds), Ready on a Ready node. It
+/// served when the run began (preflight found the component converged and the API healthy)
+/// and nothing of ours has touched it since, so it succeeds a backup pod on its node even
+/// where its identity cannot be told apart from the backup's (two processes, one host Lease).
+fn served_before_the_pivot(
+    obs: &Observation,
+    pod: &PodObservation,
+    backup_created: Option<Timestamp>,
+) -> bool {
+    let (Some(created), Some(started)) =
+        (backup_created, pod.process_started_at(obs.component.name()))
+    else {
+        return false;
+    };
+    let node_ready = pod.node.as_deref().is_some_and(|n| obs.node_is_ready(n));
+    !pod.is_terminating()
+        && pod.ready
+        && node_ready
+        && created_after_our_write(obs, pod).is_none()
+        && started
+            .checked_add(SignedDuration::from_secs(1))
+            .is_ok_and(|end| end <= created)
 }

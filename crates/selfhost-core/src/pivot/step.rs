@@ -79,6 +79,20 @@ pub enum Step {
         /// Why this is safe and useful now.
         why: String,
     },
+    /// Stop (delete, with its own grace period) a controller-manager or scheduler pod whose
+    /// process may hold the component's Lease, so that none of its node's possible holders
+    /// runs and the Lease can be handed over instead of left to expire. Only pods of our
+    /// DaemonSets, which recreate them, and only while a standby runs on another node.
+    StopPossibleLeaseHolder {
+        /// The pod.
+        pod: String,
+        /// Precondition: its uid.
+        uid: Option<String>,
+        /// Its node.
+        node: String,
+        /// Why this is safe and useful now.
+        why: String,
+    },
     /// Delete the leader-election Lease (precondition: its resourceVersion) whose holder's
     /// process is confirmed gone, so a standby acquires within one retry period instead of a
     /// whole lease duration.
@@ -229,6 +243,7 @@ impl Step {
             Step::WaitForRollout(_) => "wait-for-rollout",
             Step::RestoreUpdateStrategy { .. } => "restore-update-strategy",
             Step::DeleteOldPod { .. } => "delete-old-pod",
+            Step::StopPossibleLeaseHolder { .. } => "stop-possible-lease-holder",
             Step::HandOverLease { .. } => "hand-over-lease",
             Step::DrainBackupNode { .. } => "drain-backup-node",
             Step::RemoveBackup { .. } => "remove-backup",
@@ -283,6 +298,9 @@ impl Step {
                 Some(grace) => format!("delete old pod {pod} on {node} (grace {grace}s)"),
                 None => format!("delete old pod {pod} on {node}"),
             },
+            Step::StopPossibleLeaseHolder { pod, node, .. } => {
+                format!("stop pod {pod} on {node}, a possible holder of the Lease")
+            }
             Step::HandOverLease { lease, holder, .. } => {
                 format!("hand over Lease {lease} from gone holder {holder}")
             }
@@ -333,6 +351,7 @@ impl Step {
             Step::UpdateReal(_)
                 | Step::RollBack { .. }
                 | Step::DeleteOldPod { .. }
+                | Step::StopPossibleLeaseHolder { .. }
                 | Step::DrainBackupNode { .. }
                 | Step::RemoveBackup { .. }
                 | Step::HandOverLease { .. }

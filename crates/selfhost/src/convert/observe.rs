@@ -423,6 +423,7 @@ impl ConversionView {
             identity_leases,
             leader_lease,
             known_starts: self.known_starts(component),
+            stopped: Vec::new(),
         };
         let target = Target {
             // Serving is judged without regard to versions; the target only lends its options.

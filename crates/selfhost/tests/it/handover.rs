@@ -9,6 +9,7 @@ use selfhost::events::Event;
 use selfhost_core::Component;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::Handovers;
+use selfhost_sim::cluster::model::Leadership;
 use selfhost_sim::cluster::model::Role;
 use selfhost_sim::controllers::kubelet::ImageBehaviour;
 use selfhost_sim::{SimCluster, SimTimings};
@@ -19,8 +20,14 @@ use crate::upgrade::{FROM, TO, images, on, run_upgrade};
 /// A one-node self-hosted cluster under the measured hand-over model, pod latencies and Lease
 /// clocks `factor` times faster than real ones.
 async fn one_node(factor: u32) -> SimCluster {
+    self_hosted(1, factor).await
+}
+
+/// A self-hosted cluster of `nodes` control-plane nodes under the measured hand-over model,
+/// pod latencies and Lease clocks `factor` times faster than real ones.
+async fn self_hosted(nodes: usize, factor: u32) -> SimCluster {
     SimCluster::builder()
-        .control_plane_nodes(1)
+        .control_plane_nodes(nodes)
         .version(FROM)
         .mode(BootstrapMode::SelfHosted)
         .port_sharing(true)
@@ -103,15 +110,52 @@ async fn the_engine_never_writes_while_the_only_serving_apiserver_would_be_lost(
     assert!(!sim.recorder().was_down(started, Instant::now()));
 }
 
-/// Runs a one-node upgrade at `factor` and returns the report and the simulator's longest
-/// leaderless stretch per role during it.
-async fn leaderless_during_upgrade(factor: u32) -> (RunReport, Vec<(Role, Vec<Duration>)>) {
-    let sim = one_node(factor).await;
+/// Runs an upgrade of `nodes` nodes at `factor` and returns the report and the simulator's
+/// leaderless stretches per role from the start of the run until both roles have a leader
+/// again after it (a Lease the run left to expire counts in full).
+async fn leaderless_during_upgrade(
+    nodes: usize,
+    factor: u32,
+) -> (RunReport, Vec<(Role, Vec<Duration>)>) {
+    let sim = self_hosted(nodes, factor).await;
     let started = Instant::now();
     let (report, _, _) = run_upgrade(&sim, TO, ApplyOptions::default()).await;
     assert_eq!(report.outcome, RunOutcome::Done);
+    let roles = [Role::ControllerManager, Role::Scheduler];
+    // Two Lease durations: long enough for any Lease left behind to expire and be taken.
+    let deadline = Instant::now() + Duration::from_millis(2 * 15_000 / u64::from(factor));
+    let led = |role: Role| {
+        sim.recorder()
+            .leader_samples(role)
+            .last()
+            .is_some_and(|s| s.leadership != Leadership::Vacant)
+    };
+    while !roles.into_iter().all(led) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let ended = Instant::now();
-    let gaps = [Role::ControllerManager, Role::Scheduler]
+    // Shown when a test fails (or with --nocapture): who led when, from the run's start.
+    for role in roles {
+        let samples = sim.recorder().leader_samples(role);
+        let timeline: Vec<String> = samples
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| {
+                s.at >= started && (*i == 0 || samples[i - 1].leadership != s.leadership)
+            })
+            .map(|(_, s)| {
+                let who = match &s.leadership {
+                    Leadership::Held(process) => {
+                        format!("{} {}", process.node, process.pod.name)
+                    }
+                    other => format!("{other:?}"),
+                };
+                format!("{:.3}s {who}", s.at.duration_since(started).as_secs_f64())
+            })
+            .collect();
+        eprintln!("{role:?} leaders: {timeline:#?}");
+    }
+    let gaps = roles
         .into_iter()
         .map(|role| {
             let gaps = sim
@@ -135,19 +179,45 @@ async fn leaderless_during_upgrade(factor: u32) -> (RunReport, Vec<(Role, Vec<Du
 /// which such a load takes most; at a fifth, the scaled latencies use about 0.4 s of the
 /// 0.6 s and the load has the rest.
 const FACTOR: u32 = 5;
-const BOUND: Duration = Duration::from_millis(3_000 / FACTOR as u64);
 /// The old leaders (processes of the cluster as bootstrapped) renew every upstream retry
 /// period (2 s) until they stop.
 const RETRY_PERIOD: Duration = Duration::from_millis(2_000 / FACTOR as u64);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_controller_leader_change_leaves_no_leader_for_at_most_three_seconds() {
-    let (_, gaps) = leaderless_during_upgrade(FACTOR).await;
-    eprintln!("leaderless stretches at 1/{FACTOR} of real time: {gaps:?}");
+    every_leader_change_within_the_bound(1, FACTOR).await;
+}
+
+/// Latencies for the multi-node runs: half of real ones. Each change costs the engine a few
+/// round trips more than on one node (the other possible holder's pod is deleted, and both
+/// must be seen stopped), and a several-node cluster loads the machine more; the engine's own
+/// latency does not scale with the simulator's, so at a fifth of real time a loaded two-core
+/// machine was seen to take 0.83 s of the 0.6 s bound. At half, the bound is 1.5 s, of which
+/// the scaled latencies take about 0.6 s.
+const SEVERAL_NODES_FACTOR: u32 = 2;
+
+/// The same on three nodes: every node runs a backup standby next to its real pod, so the
+/// holder of a Lease is often one of two processes on its node (see `pivot/leader.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_three_nodes_every_controller_leader_change_leaves_no_leader_for_at_most_three_seconds()
+{
+    every_leader_change_within_the_bound(3, SEVERAL_NODES_FACTOR).await;
+}
+
+/// And on five.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_five_nodes_every_controller_leader_change_leaves_no_leader_for_at_most_three_seconds() {
+    every_leader_change_within_the_bound(5, SEVERAL_NODES_FACTOR).await;
+}
+
+async fn every_leader_change_within_the_bound(nodes: usize, factor: u32) {
+    let bound = Duration::from_millis(3_000 / u64::from(factor));
+    let (_, gaps) = leaderless_during_upgrade(nodes, factor).await;
+    eprintln!("{nodes} node(s): leaderless stretches at 1/{factor} of real time: {gaps:?}");
     for (role, gaps) in &gaps {
         assert!(
-            gaps.iter().all(|gap| *gap <= BOUND),
-            "{role:?}: {gaps:?} (bound {BOUND:?} at 1/{FACTOR} of real time)"
+            gaps.iter().all(|gap| *gap <= bound),
+            "{role:?}: {gaps:?} (bound {bound:?} at 1/{factor} of real time)"
         );
     }
 }
@@ -159,7 +229,7 @@ async fn every_controller_leader_change_leaves_no_leader_for_at_most_three_secon
 /// stretches (about one run in three, for the scheduler), so the count is not compared.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_measures_the_leaderless_gaps_the_simulator_records() {
-    let (report, gaps) = leaderless_during_upgrade(FACTOR).await;
+    let (report, gaps) = leaderless_during_upgrade(1, FACTOR).await;
     eprintln!("leaderless stretches at 1/{FACTOR} of real time: {gaps:?}");
     for (role, truth) in &gaps {
         let lease = match role {

@@ -10,6 +10,7 @@ mod held_rollout;
 mod prepull;
 mod resume;
 mod retry;
+mod rollback_successor;
 mod upgrade;
 mod versus_kubeadm;
 mod view;

@@ -37,16 +37,10 @@ const CONCURRENCY: usize = 2;
 
 /// Seeds the quick profile leaves out, each with the open finding of docs/reliability.md that
 /// made it fail (real bugs not fixed yet). Empty is the goal: remove a seed with its fix.
-const QUICK_EXCLUSIONS: &[(u64, &str)] = &[
-    (
-        219645376349020,
-        "open finding I (never-Ready apiservers answer the prober's kept connection with 500)",
-    ),
-    (
-        180190569727126,
-        "open finding K (API down after a rollback removed the backup, NotReady window)",
-    ),
-];
+const QUICK_EXCLUSIONS: &[(u64, &str)] = &[(
+    219645376349020,
+    "open finding I (never-Ready apiservers answer the prober's kept connection with 500)",
+)];
 
 /// The command that replays `seed` as it ran (without the fault kinds its profile left out).
 fn replay_command(seed: u64, without: &str) -> String {
@@ -150,11 +144,10 @@ impl Figures {
 
 /// Fault kinds the quick profile (the one `cargo test` runs) leaves out. Put a kind here (and
 /// in the docs) only while an open, documented finding makes it fail depending on timing: CI
-/// must not flake on a known bug. Crash-restarts and NotReady windows are out while findings
-/// J (a Lease hand-over after crash-restarts) and K (the API down after a rollback beside a
-/// NotReady window) stand: with them the whole suite failed one quick run in four at the end
-/// of 30 November. The long profile and replays always keep every kind.
-const QUICK_WITHOUT: &str = "crashes,not-ready";
+/// must not flake on a known bug. Empty since findings J and K were fixed on 30 November
+/// (crash-restarts and NotReady windows had been out while they stood). The long profile and
+/// replays always keep every kind.
+const QUICK_WITHOUT: &str = "";
 
 async fn campaign(seeds: Vec<u64>, verbose: bool, without: &'static str) {
     let started = std::time::Instant::now();

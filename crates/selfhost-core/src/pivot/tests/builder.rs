@@ -175,6 +175,7 @@ impl World {
                 identity_leases: Vec::new(),
                 leader_lease: None,
                 known_starts: Vec::new(),
+                stopped: Vec::new(),
             },
             identities: true,
             lagging: false,

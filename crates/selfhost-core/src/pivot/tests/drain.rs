@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 
 use super::builder::{Pod, World, t, target};
 use super::{check, row, with};
-use crate::component::Component::ApiServer;
+use crate::component::Component::{ApiServer, ControllerManager};
 use crate::observation::time;
 use crate::pivot::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES, exclude_nodes};
 
@@ -144,6 +144,20 @@ fn the_backup_goes_one_node_at_a_time_from_every_interrupted_state() {
             target(ApiServer),
             "wait-for-backup-gone",
             &["cp-2: backup pod"],
+        ),
+        row(
+            "a controller-manager's backup goes at once: no load balancer checks it",
+            World::steady(ControllerManager, 3)
+                .backup()
+                .backup_serving()
+                .leader("cp-1", 5)
+                .updated()
+                .all_new(60)
+                .at(90)
+                .build(),
+            target(ControllerManager),
+            "remove-backup",
+            &[],
         ),
         row(
             "on one node the DaemonSet goes at once",

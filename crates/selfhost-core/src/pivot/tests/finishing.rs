@@ -154,6 +154,43 @@ fn a_rollback_is_finished_then_reported() {
             "rolled-back",
             &["pod crash-looping"],
         ),
+        row(
+            "backup removed, the restored pod gone again (the controller recreates it)",
+            rolled_back()
+                .new_pod("cp-1", Pod::Serving { started: 135 })
+                .backup_gone()
+                .real_pods_gone("cp-1")
+                .at(150)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollback",
+            &["has 0 pods for 1 desired"],
+        ),
+        row(
+            "backup removed, the recreated pod not Ready yet",
+            rolled_back()
+                .new_pod("cp-1", Pod::Starting { started: 148 })
+                .backup_gone()
+                .at(150)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollback",
+            &["is not Ready"],
+        ),
+        row(
+            "backup removed, the recreated pod never comes back in time",
+            rolled_back()
+                .new_pod("cp-1", Pod::Starting { started: 148 })
+                .backup_gone()
+                .at(130 + 601)
+                .build(),
+            target(ApiServer),
+            "failed",
+            &[
+                "the rollback to the original template is failing too",
+                "is not Ready",
+            ],
+        ),
     ]);
 }
 

@@ -179,7 +179,9 @@ fn affected(step: &Step, obs: &Observation) -> Vec<String> {
             .iter()
             .flat_map(|b| b.daemonset.pods.iter().map(|p| p.name.clone()))
             .collect(),
-        Step::DeleteOldPod { pod, .. } => vec![pod.clone()],
+        Step::DeleteOldPod { pod, .. } | Step::StopPossibleLeaseHolder { pod, .. } => {
+            vec![pod.clone()]
+        }
         _ => Vec::new(),
     }
 }
@@ -300,6 +302,33 @@ proptest! {
                         == pod.process_started_at(component.name()).is_some()
                 );
             }
+        }
+    }
+
+    /// A controller-manager or scheduler pod is deleted only while another process of the
+    /// role runs on, Ready and not being deleted, on a Ready node: one to lead, and to have
+    /// the deleted pod recreated (its DaemonSet controller, its scheduler).
+    #[test]
+    fn a_controller_pod_is_deleted_only_while_another_runs_on(scenario in scenario()) {
+        let component = if scenario.component == Component::Scheduler {
+            Component::Scheduler
+        } else {
+            Component::ControllerManager
+        };
+        let scenario = Scenario { component, ..scenario };
+        let obs = scenario.build();
+        if let Step::DeleteOldPod { pod, .. } | Step::StopPossibleLeaseHolder { pod, .. } =
+            decide(&obs, &target(component))
+        {
+            let name = component.name();
+            prop_assert!(
+                obs.all_pods().any(|p| p.name != pod
+                    && p.is_running(name)
+                    && p.ready
+                    && !p.is_terminating()
+                    && p.node.as_deref().is_some_and(|n| obs.node_is_ready(n))),
+                "{pod} deleted with no other process running"
+            );
         }
     }
 

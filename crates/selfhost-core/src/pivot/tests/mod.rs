@@ -1,5 +1,6 @@
 //! Table-driven tests of the pivot: one row per situation, one line of setup each.
 
+mod ambiguous_holder;
 mod attribution;
 mod backing_up;
 pub(crate) mod builder;
@@ -14,6 +15,8 @@ mod recorded;
 mod resume;
 mod rolling_out;
 mod start;
+mod successor;
+mod survivor;
 mod tainted;
 
 use super::{Step, Target, next_step};

@@ -70,8 +70,8 @@ fn the_backup_stays_while_a_node_has_only_its_pod() {
                 .at(90)
                 .build(),
             target(ControllerManager),
-            "drain-backup-node",
-            &["\"node\":\"cp-1\""],
+            "remove-backup",
+            &[],
         ),
     ]);
 }
