@@ -77,6 +77,19 @@ fn removal_time(steps: &[(f64, String)]) -> Option<f64> {
 async fn removed_node_by_node(nodes: usize) {
     let _one = ONE_PROBED_UPGRADE_AT_A_TIME.lock().await;
     let sim = cluster(nodes).await;
+    // The load balancer's first checks must have passed before the prober starts: a
+    // connection it refuses before then says nothing about the upgrade (seen once: a probe
+    // refused before the run began).
+    let front_end = sim.handover().expect("the measured model has a front end");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while front_end.healthy_nodes().len() < nodes {
+        assert!(
+            Instant::now() < deadline,
+            "the load balancer found {:?} healthy, not all {nodes} nodes",
+            front_end.healthy_nodes()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let prober = sim
         .prober(ProberOptions {
             read_path: "/api/v1/namespaces/kube-system".into(),
@@ -105,9 +118,13 @@ async fn removed_node_by_node(nodes: usize) {
         .chain(&probes.writes.samples)
         .filter(|s| !s.ok)
         .map(|s| {
+            // When, on the run's clock (negative: before it).
+            let at = s.started.checked_duration_since(base).map_or_else(
+                || format!("-{:?}", base.duration_since(s.started)),
+                |d| format!("+{d:?}"),
+            );
             format!(
-                "+{:?}: {} (caught by {:?})",
-                s.started.saturating_duration_since(base),
+                "{at}: {} (caught by {:?})",
                 s.error.clone().unwrap_or_default(),
                 s.caught_by
             )
