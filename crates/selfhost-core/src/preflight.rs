@@ -18,7 +18,8 @@ use serde::Serialize;
 use crate::backup::BackupOrigin;
 use crate::component::Component;
 use crate::disruption::{ApiImpact, ClusterShape, expected_disruption};
-use crate::observation::{NodeReadiness, Observation};
+use crate::observation::{DaemonSetObservation, NodeReadiness, Observation};
+use crate::pivot::{UPDATE_STARTED_AT, template_applied};
 use crate::rollout::rollout_progress;
 use crate::skew::{self, ApiServerVersion, KubeletVersion, SkewFlags, SkewInput, SupportedRange};
 use crate::version::KubeVersion;
@@ -268,6 +269,20 @@ fn daemonset(
         );
         return;
     }
+    if finishing_our_update(obs, real, target.templates.get(&component)) {
+        report.add(
+            CheckId::DaemonSetsConverged,
+            Some(component),
+            Verdict::Pass,
+            format!(
+                "selfhost's update of {component} to {} is finishing (its backup is gone, a pod \
+                 or the leader is still being replaced); apply finishes it",
+                target.version
+            ),
+            None,
+        );
+        return;
+    }
     if real.pods.is_empty() {
         report.add(
             CheckId::DaemonSetsConverged,
@@ -307,6 +322,22 @@ pub(crate) fn resuming(obs: &Observation, version: &KubeVersion) -> bool {
     obs.backup.as_ref().is_some_and(|b| {
         matches!(&b.record, Ok(r) if matches!(&r.origin, BackupOrigin::Selfhost { target } if target == version))
     })
+}
+
+/// Whether the real DaemonSet is on this very target template by selfhost's own update and
+/// not converged, with no backup beside it: the tail of a pivot (a run stopped after the
+/// backup's removal, while a controller pod stopped for the Lease hand-over is recreated and
+/// its leader elected). Refusing that would leave the component without the hand-over that
+/// only `apply` performs; the pivot itself waits for the rollout and verifies the leader.
+fn finishing_our_update(
+    obs: &Observation,
+    real: &DaemonSetObservation,
+    template: Option<&PodTemplateSpec>,
+) -> bool {
+    obs.backup.is_none()
+        && real.annotation(UPDATE_STARTED_AT).is_some()
+        && template.is_some_and(|t| template_applied(real, t))
+        && !rollout_progress(obs, real).is_complete()
 }
 
 fn nodes_ready(report: &mut Report, cluster: &ClusterObservation) {

@@ -404,3 +404,65 @@ fn on_a_resume_an_apiserver_serving_by_identity_outweighs_one_failed_readyz() {
         }
     }
 }
+
+/// A run stopped after the backup's removal, while a controller pod stopped for the Lease
+/// hand-over is recreated: the DaemonSet is on this target by our own update and not
+/// converged. The re-run finishes it; another target, or a DaemonSet nobody updated, is
+/// still refused.
+#[test]
+fn the_tail_of_our_own_update_is_finished_not_refused() {
+    let tail = |c: Component, w: World| {
+        if c == Component::Scheduler {
+            w.updated()
+                .all_new(40)
+                .new_pod("cp-2", Pod::Starting { started: 60 })
+        } else {
+            w
+        }
+    };
+    let report = preflight(&cluster(3, tail), &target_to(NEW));
+    assert!(report.allows(), "{:?}", failures(&report));
+    assert!(
+        report
+            .checks
+            .iter()
+            .any(|c| c.component == Some(Component::Scheduler)
+                && c.id == CheckId::DaemonSetsConverged
+                && c.message.contains("is finishing")),
+        "{:?}",
+        report.checks
+    );
+
+    // The same DaemonSet without our update's record: somebody else's rollout.
+    let foreign = |c: Component, w: World| {
+        if c == Component::Scheduler {
+            let mut w = tail(c, w);
+            w.real_mut()
+                .annotations
+                .remove(crate::pivot::UPDATE_STARTED_AT);
+            w
+        } else {
+            w
+        }
+    };
+    let report = preflight(&cluster(3, foreign), &target_to(NEW));
+    assert!(
+        failures(&report)
+            .iter()
+            .any(|(id, c, _)| *id == CheckId::DaemonSetsConverged
+                && *c == Some(Component::Scheduler)),
+        "{:?}",
+        report.checks
+    );
+
+    // Our update to NEW, but the next run asks for another version: refused as before.
+    let report = preflight(&cluster(3, tail), &target_to("v1.35.0"));
+    assert!(
+        failures(&report)
+            .iter()
+            .any(|(id, c, _)| *id == CheckId::DaemonSetsConverged
+                && *c == Some(Component::Scheduler)),
+        "{:?}",
+        report.checks
+    );
+}
