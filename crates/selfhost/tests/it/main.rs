@@ -39,6 +39,19 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// Whether a failed probe was caught by a kube-apiserver process before it first served: a
+/// process joining a node's shared port takes its share of new connections in its
+/// listen-before-serve window (the measured hand-over model), which no engine can prevent.
+pub fn caught_before_serving(caught: Option<&selfhost_sim::cluster::CaughtBy>) -> bool {
+    matches!(
+        caught,
+        Some(selfhost_sim::cluster::CaughtBy::Process {
+            had_served: false,
+            ..
+        })
+    )
+}
+
 /// The engine's clients for a simulator, from the kubeconfig it wrote.
 pub async fn clients(kubeconfig: &std::path::Path) -> selfhost::Clients {
     let source = selfhost::client::KubeconfigSource::Flag(kubeconfig.into());

@@ -302,6 +302,12 @@ enum Forced {
     OnOneNode(usize),
     /// Only probes caught by the target's processes, on any node, at most this many.
     ByTheTarget(usize),
+    /// Only probes caught by a kube-apiserver process before it first served, at most this
+    /// many: a backup (or new) process joining a node's shared port takes its share of new
+    /// connections in its listen-before-serve window, whatever the engine does. Seen in CI on
+    /// three nodes (a backup answering "informers not synced" and "the authorizer's caches
+    /// are not synced yet" on a connection the prober had just opened).
+    InJoinWindows(usize),
 }
 
 /// The target image of the apiserver, which the tests break.
@@ -346,6 +352,16 @@ fn check_forced(probes: &ProbeReport, forced: Forced) -> BTreeMap<String, usize>
     };
     match forced {
         Forced::Nothing => assert!(failed.is_empty(), "{}", report()),
+        Forced::InJoinWindows(most) => {
+            assert!(failed.len() <= most, "more than {most}: {}", report());
+            for (probe, caught) in &failed {
+                assert!(
+                    crate::caught_before_serving(caught.as_ref()),
+                    "{probe} ({caught:?}) was not caught by a process before it served: {}",
+                    report()
+                );
+            }
+        }
         Forced::OnOneNode(most) | Forced::ByTheTarget(most) => {
             assert!(failed.len() <= most, "more than {most}: {}", report());
             let first_node = failed.iter().find_map(|(_, c)| match c {
@@ -430,9 +446,12 @@ async fn rollback_when(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unpullable_target_is_rolled_back() {
-    rollback_when(3, Some(Handovers::measured()), Forced::Nothing, |sim| {
-        sim.registry().make_unpullable(&target_apiserver())
-    })
+    rollback_when(
+        3,
+        Some(Handovers::measured()),
+        Forced::InJoinWindows(4),
+        |sim| sim.registry().make_unpullable(&target_apiserver()),
+    )
     .await;
 }
 
