@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
-use selfhost::apply::{ApplyOptions, RunOutcome, apply};
-use selfhost::events::{Event, Events};
+use selfhost::apply::{ApplyOptions, RunOutcome};
+use selfhost::events::{Event, Stamped};
 use selfhost_core::Component;
 use selfhost_core::pivot::HELD_UPDATE_STRATEGY;
 use tokio_util::sync::CancellationToken;
@@ -41,46 +41,33 @@ async fn stopped_at(
     stop_at: &'static str,
     nth: usize,
 ) -> Vec<String> {
-    let (clients, mut observer, _, targets) = crate::planned(sim, TO).await;
-    let (sender, mut receiver) =
-        tokio::sync::mpsc::unbounded_channel::<selfhost::events::Stamped>();
-    let cancel = CancellationToken::new();
-    let collector = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            let mut steps = Vec::new();
-            while let Some(stamped) = receiver.recv().await {
-                if let Event::Step {
-                    component: Component::ApiServer,
-                    step,
-                    ..
-                } = &stamped.event
-                {
-                    steps.push(step.clone());
-                    if step == stop_at && steps.iter().filter(|s| *s == stop_at).count() >= nth {
-                        cancel.cancel();
-                    }
-                }
+    let mut seen = 0;
+    let stop = move |stamped: &Stamped, cancel: &CancellationToken| {
+        if let Event::Step {
+            component: Component::ApiServer,
+            step,
+            ..
+        } = &stamped.event
+            && step == stop_at
+        {
+            seen += 1;
+            if seen >= nth {
+                cancel.cancel();
             }
-            steps
-        })
+        }
     };
-    let events = Events::to(sender);
-    let options = ApplyOptions::default();
-    let run = apply(
-        &mut observer,
-        &clients.api,
-        &targets,
-        &options,
-        &events,
-        &cancel,
-    );
-    let report = tokio::time::timeout(Duration::from_secs(240), run)
-        .await
-        .expect("finishes in time")
-        .expect("runs");
-    drop(events);
-    let steps = collector.await.expect("collector");
+    let (report, events, _) = crate::apply_to(sim, TO, &ApplyOptions::default(), stop).await;
+    let steps: Vec<String> = events
+        .iter()
+        .filter_map(|stamped| match &stamped.event {
+            Event::Step {
+                component: Component::ApiServer,
+                step,
+                ..
+            } => Some(step.clone()),
+            _ => None,
+        })
+        .collect();
     assert!(
         matches!(
             report.outcome,

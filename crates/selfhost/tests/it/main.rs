@@ -52,6 +52,56 @@ pub fn caught_before_serving(caught: Option<&selfhost_sim::cluster::CaughtBy>) -
     )
 }
 
+/// Plans the upgrade of `sim` to `to` afresh and applies it with `options`. Every event is
+/// printed (shown only when the test fails: the run as the engine saw it) and handed to
+/// `on_event` with the run's token, which may stop the run as Ctrl-C does. Returns the
+/// report, every event, and the instant the events' times count from.
+pub async fn apply_to(
+    sim: &selfhost_sim::SimCluster,
+    to: &str,
+    options: &selfhost::apply::ApplyOptions,
+    mut on_event: impl FnMut(&selfhost::events::Stamped, &tokio_util::sync::CancellationToken)
+    + Send
+    + 'static,
+) -> (
+    selfhost::apply::RunReport,
+    Vec<selfhost::events::Stamped>,
+    tokio::time::Instant,
+) {
+    init_tracing();
+    let (clients, mut observer, _, targets) = planned(sim, to).await;
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let collected = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let mut events = Vec::new();
+            while let Some(event) = receiver.recv().await {
+                eprintln!("{}", serde_json::to_string(&event).unwrap_or_default());
+                on_event(&event, &cancel);
+                events.push(event);
+            }
+            events
+        })
+    };
+    let events_base = tokio::time::Instant::now();
+    let events = selfhost::events::Events::to(sender);
+    let run = selfhost::apply::apply(
+        &mut observer,
+        &clients.api,
+        &targets,
+        options,
+        &events,
+        &cancel,
+    );
+    let report = tokio::time::timeout(std::time::Duration::from_secs(240), run)
+        .await
+        .expect("the run finishes in time")
+        .unwrap_or_else(|e| panic!("the run runs: {e}"));
+    drop(events);
+    (report, collected.await.expect("collector"), events_base)
+}
+
 /// The engine's clients for a simulator, from the kubeconfig it wrote.
 pub async fn clients(kubeconfig: &std::path::Path) -> selfhost::Clients {
     let source = selfhost::client::KubeconfigSource::Flag(kubeconfig.into());

@@ -135,31 +135,10 @@ async fn a_target_pod_alone(sim: &SimCluster, deadline: Instant) {
 
 /// The second run, planned and applied from scratch.
 async fn rerun(sim: &SimCluster) -> RunOutcome {
-    let (clients, mut observer, _, targets) = crate::planned(sim, TO).await;
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-    let shown = tokio::spawn(async move {
-        // Shown only when the test fails: the re-run as the engine saw it.
-        while let Some(event) = receiver.recv().await {
-            eprintln!("{}", serde_json::to_string(&event).unwrap_or_default());
-        }
-    });
-    let (cancel, options, events) = (CancellationToken::new(), options(), Events::to(sender));
-    let run = apply(
-        &mut observer,
-        &clients.api,
-        &targets,
-        &options,
-        &events,
-        &cancel,
-    );
-    let outcome = tokio::time::timeout(Duration::from_secs(240), run)
+    crate::apply_to(sim, TO, &options(), |_, _| {})
         .await
-        .expect("the re-run finishes in time")
-        .unwrap_or_else(|e| panic!("the re-run runs: {e}"))
-        .outcome;
-    drop(events);
-    let _ = shown.await;
-    outcome
+        .0
+        .outcome
 }
 
 /// Waits until the kubelet's whole-second start times of the running apiservers lie in an

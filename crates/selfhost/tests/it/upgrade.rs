@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
-use selfhost::apply::{ApplyOptions, RunOutcome, RunReport, apply};
-use selfhost::events::{Events, Stamped};
+use selfhost::apply::{ApplyOptions, RunOutcome, RunReport};
+use selfhost::events::Stamped;
 use selfhost_core::Component;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::{CaughtBy, Handovers, ProbeReport, ProberOptions};
 use selfhost_sim::{FaultAction, RequestMatcher, SimCluster, SimTimings};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 pub const FROM: &str = "v1.33.1";
 pub const TO: &str = "v1.34.0";
@@ -57,35 +56,7 @@ pub async fn run_upgrade(
     to: &str,
     options: ApplyOptions,
 ) -> (RunReport, Vec<Stamped>, Instant) {
-    crate::init_tracing();
-    let (clients, mut observer, _, targets) = crate::planned(sim, to).await;
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-    let collected = tokio::spawn(async move {
-        let mut events = Vec::new();
-        while let Some(event) = receiver.recv().await {
-            // Shown only when the test fails: the run as the engine saw it.
-            eprintln!("{}", serde_json::to_string(&event).unwrap_or_default());
-            events.push(event);
-        }
-        events
-    });
-    let events_base = Instant::now();
-    let events = Events::to(sender);
-    let cancel = CancellationToken::new();
-    let run = apply(
-        &mut observer,
-        &clients.api,
-        &targets,
-        &options,
-        &events,
-        &cancel,
-    );
-    let report = tokio::time::timeout(Duration::from_secs(240), run)
-        .await
-        .expect("finishes in time")
-        .expect("runs");
-    drop(events);
-    (report, collected.await.expect("collector"), events_base)
+    crate::apply_to(sim, to, &options, |_, _| {}).await
 }
 
 /// The image each real DaemonSet runs, and whether any backup is left.
