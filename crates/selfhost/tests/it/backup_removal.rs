@@ -14,7 +14,7 @@ use kube::api::ListParams;
 use selfhost::apply::{ApplyOptions, RunOutcome};
 use selfhost::events::{Event, Stamped};
 use selfhost_core::Component;
-use selfhost_sim::cluster::{CaughtBy, ProberOptions};
+use selfhost_sim::cluster::CaughtBy;
 use tokio::time::Instant;
 
 use crate::upgrade::{ONE_PROBED_UPGRADE_AT_A_TIME, TO, cluster, images, on, run_upgrade};
@@ -91,11 +91,7 @@ async fn removed_node_by_node(nodes: usize) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let prober = sim
-        .prober(ProberOptions {
-            read_path: "/api/v1/namespaces/kube-system".into(),
-            timeout: Duration::from_secs(3),
-            ..ProberOptions::default()
-        })
+        .prober(crate::upgrade::prober_options())
         .await
         .expect("prober");
     let stop = Arc::new(AtomicBool::new(false));

@@ -3,8 +3,6 @@
 //! failed probes on three nodes, and the real DaemonSet ends with its own update strategy
 //! back and no record of the hold.
 
-use std::time::Duration;
-
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
 use selfhost::apply::{ApplyOptions, RunOutcome};
@@ -86,11 +84,7 @@ async fn stopped_and_run_again(stop_at: &'static str, nth: usize) {
     let _one = ONE_PROBED_UPGRADE_AT_A_TIME.lock().await;
     let sim = cluster(3).await;
     let prober = sim
-        .prober(selfhost_sim::cluster::ProberOptions {
-            read_path: "/api/v1/namespaces/kube-system".into(),
-            timeout: Duration::from_secs(3),
-            ..Default::default()
-        })
+        .prober(crate::upgrade::prober_options())
         .await
         .expect("prober");
     let steps = stopped_at(&sim, stop_at, nth).await;

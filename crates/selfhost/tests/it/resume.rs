@@ -14,7 +14,7 @@ use selfhost::apply::{ApplyOptions, RunOutcome, apply};
 use selfhost::events::{Event, Events};
 use selfhost_core::Component;
 use selfhost_core::pivot::{BACKUP_IDENTITIES, PivotOptions};
-use selfhost_sim::cluster::{Handovers, ProberOptions};
+use selfhost_sim::cluster::Handovers;
 use selfhost_sim::{FaultAction, RequestMatcher, SimCluster};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -253,11 +253,7 @@ async fn the_same_on_a_freshly_booted_cluster_rolls_back() {
 async fn a_rerun_after_a_kill_during_the_apiservers_rollout_completes() {
     let sim = cluster_with(3, Some(Handovers::measured())).await;
     let prober = sim
-        .prober(ProberOptions {
-            read_path: "/api/v1/namespaces/kube-system".into(),
-            timeout: Duration::from_secs(3),
-            ..ProberOptions::default()
-        })
+        .prober(crate::upgrade::prober_options())
         .await
         .expect("prober");
     killed_during_the_apiservers_rollout(&sim, false).await;

@@ -106,7 +106,8 @@ pub fn on(version: &str) -> Vec<String> {
 /// outage into a success; it absorbs the stalls of a loaded two-core machine, where a 1 s
 /// timer was seen firing 0.6 s late while a five-node cluster, the engine and the prober
 /// shared two worker threads.
-fn prober_options() -> ProberOptions {
+/// The prober the upgrade tests use: reads a namespace, 3 s per probe.
+pub fn prober_options() -> ProberOptions {
     ProberOptions {
         read_path: "/api/v1/namespaces/kube-system".into(),
         timeout: Duration::from_secs(3),
