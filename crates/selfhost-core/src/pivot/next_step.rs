@@ -18,7 +18,6 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
 use super::recorded::{BACKUP_IDENTITIES, backup_identities};
-use super::rolling_back::ROLLBACK_DEADLINE_FACTOR;
 use super::step::{Step, Update, Wait, Watch};
 use super::{
     APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, BACKUP_CREATED_AT, BACKUP_DRAIN_STEP_AT,
@@ -281,57 +280,6 @@ impl<'a> Cx<'a> {
                 fix: format!("repair {} first", self.real.name),
             },
         }
-    }
-
-    /// This run rolled the real DaemonSet back and the backup is gone: the run ends rolled
-    /// back only once the original pods are all there and Ready again and a leader is handed
-    /// over, as a finished pivot does. A pod can go after the backup's removal (the leader
-    /// hand-over stops every possible holder on a node; the controller recreates it), and a
-    /// run that ended then left a component one Ready pod short (campaign seeds
-    /// 88544564493045 and three more, 30 November).
-    fn finish_rolled_back(&self, rollback_at: Timestamp) -> Step {
-        if let Some(step) = lease_hand_over(self.obs) {
-            return step;
-        }
-        let reason = self
-            .real
-            .annotation(ROLLBACK_REASON)
-            .unwrap_or("the new pods failed")
-            .to_string();
-        let progress = rollout_progress(self.obs, self.real);
-        if progress.is_complete() {
-            return Step::RolledBack { reason };
-        }
-        let deadline = self.deadline_after(Some(rollback_at), ROLLBACK_DEADLINE_FACTOR);
-        if self.now() >= deadline {
-            return Step::Failed {
-                reason: format!(
-                    "the rollback to the original template is failing too: not complete by \
-                     {deadline}: {}",
-                    progress.pending.join("; ")
-                ),
-                state: format!(
-                    "{} is back on its original template but not healthy, and the backup is \
-                     gone",
-                    self.real.name
-                ),
-                resume: format!(
-                    "repair the failing pods (`kubectl -n kube-system describe ds {}`), then `{}`",
-                    self.real.name,
-                    self.resume_command()
-                ),
-            };
-        }
-        Step::WaitForRollback(Wait {
-            condition: format!(
-                "every pod of {} back on the original template and Ready",
-                self.real.name
-            ),
-            pending: progress.pending,
-            watch: self.watches(false),
-            recheck_at: Some(deadline),
-            deadline: Some(deadline),
-        })
     }
 
     /// The real DaemonSet is on the target and no backup exists: the end of a pivot, or a

@@ -1,14 +1,14 @@
 //! The rollback phase: the real DaemonSet is back on its original template, and the backup
-//! serves until the restored pods do.
+//! serves until the restored pods do; after its removal, the run ends once they are all back.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::BACKUP_CREATED_AT;
 use super::next_step::{Cx, describe};
 use super::serving::{created_after_our_write, pod_serves};
 use super::step::{Step, Wait};
+use super::{BACKUP_CREATED_AT, ROLLBACK_REASON, lease_hand_over};
 use crate::observation::{BackupObservation, ContainerState, Observation, PodObservation, time};
-use crate::rollout::failure_signals;
+use crate::rollout::{failure_signals, rollout_progress};
 
 /// The rollback's deadline, in per-component deadlines from the rollback's start.
 pub(super) const ROLLBACK_DEADLINE_FACTOR: u32 = 2;
@@ -70,6 +70,57 @@ impl Cx<'_> {
             recheck_at: self.recheck(deadline),
             pending,
             watch: self.watches(true),
+            deadline: Some(deadline),
+        })
+    }
+
+    /// This run rolled the real DaemonSet back and the backup is gone: the run ends rolled
+    /// back only once the original pods are all there and Ready again and a leader is handed
+    /// over, as a finished pivot does. A pod can go after the backup's removal (the leader
+    /// hand-over stops every possible holder on a node; the controller recreates it), and a
+    /// run that ended then left a component one Ready pod short (campaign seeds
+    /// 88544564493045 and three more, 30 November).
+    pub(super) fn finish_rolled_back(&self, rollback_at: Timestamp) -> Step {
+        if let Some(step) = lease_hand_over(self.obs) {
+            return step;
+        }
+        let reason = self
+            .real
+            .annotation(ROLLBACK_REASON)
+            .unwrap_or("the new pods failed")
+            .to_string();
+        let progress = rollout_progress(self.obs, self.real);
+        if progress.is_complete() {
+            return Step::RolledBack { reason };
+        }
+        let deadline = self.deadline_after(Some(rollback_at), ROLLBACK_DEADLINE_FACTOR);
+        if self.now() >= deadline {
+            return Step::Failed {
+                reason: format!(
+                    "the rollback to the original template is failing too: not complete by \
+                     {deadline}: {}",
+                    progress.pending.join("; ")
+                ),
+                state: format!(
+                    "{} is back on its original template but not healthy, and the backup is \
+                     gone",
+                    self.real.name
+                ),
+                resume: format!(
+                    "repair the failing pods (`kubectl -n kube-system describe ds {}`), then `{}`",
+                    self.real.name,
+                    self.resume_command()
+                ),
+            };
+        }
+        Step::WaitForRollback(Wait {
+            condition: format!(
+                "every pod of {} back on the original template and Ready",
+                self.real.name
+            ),
+            pending: progress.pending,
+            watch: self.watches(false),
+            recheck_at: Some(deadline),
             deadline: Some(deadline),
         })
     }
