@@ -57,10 +57,12 @@ const APISERVER_HANDOVER: &[(&str, &str)] = &[
     ("kube-apiserver", "drain-backup-node"),
     ("kube-apiserver", "wait-for-backup-gone"),
 ];
+/// (Not the scheduler's `wait-for-backup-gone`: at this scale what follows it can finish
+/// before the SIGKILL lands, and the killed run then exits 0.)
 const CONTROLLERS: &[(&str, &str)] = &[
     ("kube-controller-manager", "wait-for-backup"),
     ("kube-controller-manager", "update-real"),
-    ("kube-scheduler", "wait-for-backup-gone"),
+    ("kube-scheduler", "wait-for-rollout"),
 ];
 
 async fn killed_and_resumed(points: &[(&str, &str)]) {
