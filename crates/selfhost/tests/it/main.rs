@@ -110,9 +110,9 @@ pub async fn clients(kubeconfig: &std::path::Path) -> selfhost::Clients {
         .expect("connects")
 }
 
-/// Connects to `sim`, waits for the watches, and plans the upgrade to `to`; the plan must
-/// proceed. Returns the clients, the observer the run goes on with, the plan and its targets.
-pub async fn planned(
+/// Connects to `sim`, waits for the watches, and plans the upgrade to `to`, whatever the plan
+/// says. Returns the clients, the observer the run goes on with, the plan and its targets.
+pub async fn plan_for(
     sim: &selfhost_sim::SimCluster,
     to: &str,
 ) -> (
@@ -141,6 +141,20 @@ pub async fn planned(
     )
     .await
     .expect("plan");
-    assert!(plan.proceeds, "{:#?}", plan.preflight);
     (clients, observer, plan, targets)
+}
+
+/// [`plan_for`], where the plan must proceed.
+pub async fn planned(
+    sim: &selfhost_sim::SimCluster,
+    to: &str,
+) -> (
+    selfhost::Clients,
+    selfhost::observe::Observer,
+    selfhost::plan::Plan,
+    selfhost::target::Targets,
+) {
+    let planned = plan_for(sim, to).await;
+    assert!(planned.2.proceeds, "{:#?}", planned.2.preflight);
+    planned
 }

@@ -333,26 +333,7 @@ async fn a_fresh_run_whose_readyz_fails_is_refused() {
         },
         None,
     );
-    let clients = crate::clients(sim.kubeconfig_path()).await;
-    let mut observer = selfhost::observe::Observer::start(&clients);
-    observer
-        .ready(Duration::from_secs(20))
-        .await
-        .expect("watches list");
-    let request = selfhost::plan::PlanRequest {
-        version: selfhost_core::version::KubeVersion::parse(TO).expect("version"),
-        config_file: None,
-        flags: Default::default(),
-        accept_downtime: false,
-    };
-    let (plan, _, _) = selfhost::plan::make_plan(
-        &mut observer,
-        &clients.api,
-        &request,
-        &selfhost::retry::RetryPolicy::default(),
-    )
-    .await
-    .expect("plan");
+    let (_, _, plan, _) = crate::plan_for(&sim, TO).await;
     assert!(!plan.proceeds);
     assert!(
         plan.preflight

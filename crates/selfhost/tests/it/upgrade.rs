@@ -251,7 +251,6 @@ async fn a_second_run_after_success_changes_nothing() {
     let sim = cluster(1).await;
     let (first, _) = upgrade(&sim, TO, ApplyOptions::default()).await;
     assert_eq!(first.outcome, RunOutcome::Done);
-    let revision = sim.store().revision();
     let (second, events) = upgrade(&sim, TO, ApplyOptions::default()).await;
     assert_eq!(second.outcome, RunOutcome::Done);
     assert!(
@@ -260,7 +259,6 @@ async fn a_second_run_after_success_changes_nothing() {
             .any(|e| matches!(e.event, selfhost::events::Event::Action { .. })),
         "no writes on a no-op run"
     );
-    let _ = revision;
 }
 
 /// The failed probes a broken target may cause: none, or only those caught by the broken
