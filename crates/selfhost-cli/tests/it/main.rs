@@ -111,8 +111,13 @@ pub async fn backups_left(sim: &selfhost_sim::SimCluster) -> Vec<String> {
 /// One self-hosted control-plane node at a hundredth of real pod latencies: each step lasts
 /// long enough to be interrupted in, and the machine is not overloaded by the simulation.
 pub async fn one_self_hosted_node() -> SimCluster {
+    self_hosted_nodes(1).await
+}
+
+/// `nodes` self-hosted control-plane nodes at a hundredth of real pod latencies.
+pub async fn self_hosted_nodes(nodes: usize) -> SimCluster {
     SimCluster::builder()
-        .control_plane_nodes(1)
+        .control_plane_nodes(nodes)
         .version("v1.33.1")
         .mode(BootstrapMode::SelfHosted)
         .port_sharing(true)

@@ -4,20 +4,11 @@
 
 use std::time::Duration;
 
-use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::SimCluster;
 use selfhost_sim::cluster::ProberOptions;
-use selfhost_sim::{SimCluster, SimTimings};
 
 async fn cluster(nodes: usize) -> SimCluster {
-    SimCluster::builder()
-        .control_plane_nodes(nodes)
-        .version("v1.33.1")
-        .mode(BootstrapMode::SelfHosted)
-        .port_sharing(true)
-        .timings(SimTimings::scaled(100))
-        .start()
-        .await
-        .expect("cluster starts")
+    crate::self_hosted_nodes(nodes).await
 }
 
 /// Runs `selfhost apply <to> --yes -o json`; kills it with SIGKILL right after it reports

@@ -7,8 +7,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use selfhost_sim::bootstrap::BootstrapMode;
-use selfhost_sim::{SimCluster, SimTimings};
+use selfhost_sim::SimCluster;
 
 /// What one interrupted run showed.
 struct Interrupted {
@@ -221,15 +220,7 @@ async fn stopped_at_the_later_steps_and_the_controllers() {
 /// will not reach its safe point soon enough.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_abandons_the_run_at_once() {
-    let sim = SimCluster::builder()
-        .control_plane_nodes(1)
-        .version("v1.33.1")
-        .mode(BootstrapMode::SelfHosted)
-        .port_sharing(true)
-        .timings(SimTimings::scaled(100))
-        .start()
-        .await
-        .expect("cluster starts");
+    let sim = crate::one_self_hosted_node().await;
     let kubeconfig = sim.kubeconfig_path().to_path_buf();
     let code = tokio::task::spawn_blocking(move || {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
