@@ -38,6 +38,7 @@ mod serving;
 mod step;
 #[cfg(test)]
 pub(crate) mod tests;
+mod vacate;
 
 use std::time::Duration;
 
