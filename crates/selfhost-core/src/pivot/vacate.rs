@@ -93,6 +93,12 @@ impl Cx<'_> {
             let Some(serving) = self.serving_elsewhere(node) else {
                 return Turn::Covered;
             };
+            if self.backup_delay_ends_at().is_some() {
+                // A backup process still in its shutdown delay fails its node's checks now
+                // and then; vacating this node too could leave the balancer no node that
+                // passes (two nodes), so one node at a time, as at the end (`drain.rs`).
+                return Turn::Wait;
+            }
             let mut excluded = drained;
             excluded.insert(node.to_string());
             return Turn::Step(Box::new(Step::DrainBackupNode {
@@ -162,13 +168,43 @@ impl Cx<'_> {
             })
     }
 
+    /// When the last backup process still in its shutdown delay leaves the port, if one is:
+    /// a Terminating backup pod whose processes run, less than its shutdown delay after its
+    /// deletion.
+    pub(super) fn backup_delay_ends_at(&self) -> Option<Timestamp> {
+        let backup = self.obs.backup.as_ref()?;
+        let now = self.now();
+        backup
+            .daemonset
+            .pods
+            .iter()
+            .filter(|pod| !pod.processes_stopped())
+            .filter_map(|pod| {
+                let ends = pod.deleting_since?;
+                let grace = pod.deletion_grace_seconds.unwrap_or(0);
+                let deleted = ends.checked_sub(SignedDuration::from_secs(grace)).ok()?;
+                Some(time::after(deleted, self.shutdown_delay(pod)))
+            })
+            .filter(|end| *end > now)
+            .max()
+    }
+
     /// What a vacated node still waits for before its old pod goes.
     pub(super) fn vacating_pending(&self) -> Vec<String> {
         let Some(backup) = &self.obs.backup else {
             return Vec::new();
         };
         let vacated = self.vacated_nodes();
-        backup
+        let mut pending: Vec<String> = Vec::new();
+        if self.vacates_nodes()
+            && let Some(at) = self.backup_delay_ends_at()
+        {
+            pending.push(format!(
+                "a stopping backup process fails its node's /readyz until {at}; the next node \
+                 is vacated after"
+            ));
+        }
+        let waiting = backup
             .daemonset
             .pods
             .iter()
@@ -181,8 +217,9 @@ impl Cx<'_> {
                      node is vacated before its real pod is replaced)",
                     pod.name
                 )
-            })
-            .collect()
+            });
+        pending.extend(waiting);
+        pending
     }
 
     /// A Terminating kube-apiserver on a vacated node that would linger past the shortened
@@ -205,11 +242,19 @@ impl Cx<'_> {
             })
     }
 
-    /// When the next lingering pod on a vacated node may be shortened, if one is waiting.
+    /// When the next lingering pod on a vacated node may be shortened, or a backup process
+    /// in its shutdown delay has left the port, if one is waiting.
     pub(super) fn next_vacated_shortening(&self) -> Option<Timestamp> {
+        let now = self.now();
         self.lingering_on_vacated_nodes()
             .into_iter()
             .map(|(_, delay_over)| delay_over)
+            .filter(|at| *at > now)
+            .chain(
+                self.vacates_nodes()
+                    .then(|| self.backup_delay_ends_at())
+                    .flatten(),
+            )
             .min()
     }
 

@@ -142,6 +142,32 @@ fn a_vacated_node_has_its_old_pod_replaced_while_out_of_rotation() {
             "wait-for-rollout",
             &["no identity Lease of its own"],
         ),
+        // The backup pod of cp-1 deleted at t(85) (Terminating until t(90), grace 5 s): in
+        // its shutdown delay until t(90).
+        row(
+            "the second node waits while the first node's backup process is in its shutdown delay",
+            held(3)
+                .vacating("cp-1")
+                .backup_pod_terminating("cp-1", 5)
+                .new_pod("cp-1", Pod::Serving { started: 40 })
+                .at(UPDATE_AT + 58)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["a stopping backup process fails its node's /readyz until"],
+        ),
+        row(
+            "and goes on once it is over",
+            held(3)
+                .vacating("cp-1")
+                .backup_pod_terminating("cp-1", 5)
+                .new_pod("cp-1", Pod::Serving { started: 40 })
+                .at(UPDATE_AT + 61)
+                .build(),
+            target(ApiServer),
+            "drain-backup-node",
+            &["\"node\":\"cp-2\""],
+        ),
         row(
             "no other node serves (both NotReady): the backup covers the node as on one node",
             held(3)
