@@ -147,10 +147,8 @@ async fn rerun(sim: &SimCluster) -> RunOutcome {
 /// the run creates the backup, and then no start time can tell which process took a Lease.
 async fn settled(sim: &SimCluster) {
     let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
-    let listed = pods
-        .list(&ListParams::default().labels(&Component::ApiServer.label_query()))
-        .await
-        .expect("list the apiserver pods");
+    let selector = ListParams::default().labels(&Component::ApiServer.label_query());
+    let listed = crate::read_again("list the apiserver pods", || pods.list(&selector)).await;
     let latest = listed
         .items
         .iter()
