@@ -151,14 +151,7 @@ impl Candidate {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn timings() -> LeaderElectionTimings {
-        LeaderElectionTimings::realistic()
-    }
-
-    fn secs(s: u64) -> Duration {
-        Duration::from_secs(s)
-    }
+    use crate::cluster::leader_election::{secs, timings};
 
     fn held_by(holder: &str) -> LeaderRecord {
         LeaderRecord {

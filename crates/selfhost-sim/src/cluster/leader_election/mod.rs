@@ -42,3 +42,15 @@ pub const LEADER_LEASE_NAMESPACE: &str = "kube-system";
 pub fn leader_lease_name(role: Role) -> &'static str {
     role.binary()
 }
+
+/// The upstream clock, which the tests of every part start from.
+#[cfg(test)]
+fn timings() -> LeaderElectionTimings {
+    LeaderElectionTimings::realistic()
+}
+
+/// `s` whole seconds, the tests' unit.
+#[cfg(test)]
+fn secs(s: u64) -> std::time::Duration {
+    std::time::Duration::from_secs(s)
+}

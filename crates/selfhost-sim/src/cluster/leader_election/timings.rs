@@ -147,14 +147,8 @@ pub(crate) fn whole_seconds(d: Duration) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::leader_election::{secs, timings};
 
-    fn timings() -> LeaderElectionTimings {
-        LeaderElectionTimings::realistic()
-    }
-
-    fn secs(s: u64) -> Duration {
-        Duration::from_secs(s)
-    }
     #[test]
     fn a_process_runs_on_the_clock_its_flags_set_and_refuses_what_client_go_refuses() {
         let words = |flags: &[&str]| -> Vec<String> {
