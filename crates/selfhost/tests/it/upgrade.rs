@@ -286,7 +286,7 @@ fn target_apiserver() -> String {
 }
 
 /// Every failed probe with who caught it.
-fn failed_with_catchers(probes: &ProbeReport) -> Vec<(String, Option<CaughtBy>)> {
+pub fn failed_with_catchers(probes: &ProbeReport) -> Vec<(String, Option<CaughtBy>)> {
     let caught = probes
         .reads
         .samples
