@@ -16,10 +16,8 @@ use crate::upgrade::{ONE_PROBED_UPGRADE_AT_A_TIME, TO, cluster, images, on, run_
 /// The real apiserver DaemonSet's update strategy type and whether the hold is recorded.
 async fn strategy(sim: &selfhost_sim::SimCluster) -> (Option<String>, bool) {
     let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
-    let ds = daemonsets
-        .get(&Component::ApiServer.daemonset_name())
-        .await
-        .expect("the real DaemonSet");
+    let name = Component::ApiServer.daemonset_name();
+    let ds = crate::read_again("read the real DaemonSet", || daemonsets.get(&name)).await;
     let held = ds
         .metadata
         .annotations

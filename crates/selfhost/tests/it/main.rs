@@ -31,6 +31,34 @@ pub async fn sim() -> SimServer {
         .expect("simulator starts")
 }
 
+/// A test's own read of the cluster, made again after a failure until it succeeds or 30 s
+/// have passed. Under the measured hand-over model a read can meet what a client-go client
+/// rides out by retrying: a keep-alive connection closed by an apiserver leaving the port, a
+/// connection the load balancer resets while no node passed its last check, an apiserver that
+/// is starting (403, 500). Not found is an answer, not a transient failure: it fails at once.
+pub async fn read_again<T, F, Fut>(what: &str, mut read: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match read().await {
+            Ok(value) => return value,
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                panic!("{what}: {status}")
+            }
+            Err(error) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{what}: still failing after 30 s: {error}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
 /// Logs to the test's captured output, filtered by `RUST_LOG` (nothing when unset).
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
+use kube::api::ListParams;
 use selfhost::apply::{ApplyOptions, RunOutcome, RunReport};
 use selfhost::events::Stamped;
 use selfhost_core::Component;
@@ -62,10 +63,9 @@ pub async fn run_upgrade(
 /// The image each real DaemonSet runs, and whether any backup is left.
 pub async fn images(sim: &SimCluster) -> (Vec<String>, bool) {
     let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
-    let all = daemonsets
-        .list(&Default::default())
+    let everything = ListParams::default();
+    let all = crate::read_again("list the DaemonSets", || daemonsets.list(&everything))
         .await
-        .expect("list")
         .items;
     let mut images = Vec::new();
     for component in Component::ALL {
@@ -286,7 +286,7 @@ fn target_apiserver() -> String {
 }
 
 /// Every failed probe with who caught it.
-fn failed_with_catchers(probes: &ProbeReport) -> Vec<(String, Option<CaughtBy>)> {
+pub fn failed_with_catchers(probes: &ProbeReport) -> Vec<(String, Option<CaughtBy>)> {
     let caught = probes
         .reads
         .samples

@@ -24,7 +24,10 @@ pub enum CaughtBy {
         image: Option<String>,
         /// Its name in the simulator's logs (`<node>/<pod>#<pid>`).
         process: String,
-        /// Whether it had ever finished starting (served) by the time the probe ended.
+        /// Whether it had finished starting (served) when the probe was sent. A process that
+        /// had not answers "still starting" until it does, so the probe's end, which comes
+        /// later (the answer's way back, a loaded machine's scheduling), would credit it with
+        /// serving it had not done when it answered.
         had_served: bool,
     },
     /// Nothing listened where the load balancer or the node's kernel sent the connection.
@@ -60,7 +63,7 @@ impl std::fmt::Display for CaughtBy {
                 if *had_served {
                     "had served"
                 } else {
-                    "never served"
+                    "not serving yet when the probe was sent"
                 }
             ),
             CaughtBy::Refused => write!(f, "refused: nothing listened where it was sent"),
@@ -100,7 +103,7 @@ pub(super) fn caught_by(
     log: Option<&ConnectionLog>,
     last: &LastConnection,
     dialled: &[SocketAddr],
-    at: Instant,
+    sent: Instant,
 ) -> CaughtBy {
     let Some(log) = log else {
         return CaughtBy::Unknown {
@@ -112,13 +115,13 @@ pub(super) fn caught_by(
             None => CaughtBy::Unknown {
                 why: format!("the server noted no connection from {local}"),
             },
-            Some(catcher) => of(&catcher, at),
+            Some(catcher) => of(&catcher, sent),
         };
     }
     let caught: Vec<CaughtBy> = dialled
         .iter()
         .filter_map(|local| log.catcher(*local))
-        .map(|catcher| of(&catcher, at))
+        .map(|catcher| of(&catcher, sent))
         .collect();
     match caught.split_first() {
         None => CaughtBy::Unknown {
@@ -141,7 +144,7 @@ pub(super) fn caught_by(
     }
 }
 
-fn of(catcher: &Catcher, at: Instant) -> CaughtBy {
+fn of(catcher: &Catcher, sent: Instant) -> CaughtBy {
     match catcher {
         Catcher::Direct => CaughtBy::Simulator,
         Catcher::Refused => CaughtBy::Refused,
@@ -152,7 +155,7 @@ fn of(catcher: &Catcher, at: Instant) -> CaughtBy {
                 pod: origin.map(|o| o.pod.clone()).unwrap_or_default(),
                 image: origin.and_then(|o| o.image.clone()),
                 process: p.label().to_string(),
-                had_served: p.had_served(at),
+                had_served: p.had_served(sent),
             }
         }
     }

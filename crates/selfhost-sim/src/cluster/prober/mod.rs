@@ -392,7 +392,7 @@ where
                 .filter(|local| !used.contains(local))
                 .collect()
         };
-        caught_by(transport.connections.as_deref(), &last, &dialled, finished)
+        caught_by(transport.connections.as_deref(), &last, &dialled, started)
     });
     ProbeSample {
         started,

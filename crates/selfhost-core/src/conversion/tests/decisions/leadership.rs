@@ -1,6 +1,9 @@
 //! Leadership comes first in every decision: table-driven.
 
-use super::*;
+use super::{at, daemonset, fresh, pod, running};
+use crate::component::Component;
+use crate::conversion::decide::{Direction, LeaseHandOver, Mode, NodeComponent, next_step};
+use crate::observation::ContainerState;
 
 fn hand_over() -> LeaseHandOver {
     LeaseHandOver {

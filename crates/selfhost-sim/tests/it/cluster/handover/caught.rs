@@ -1,6 +1,6 @@
 //! Who caught a failed probe: a kube-apiserver that never gets Ready shares the port with the
 //! serving one, the node's kernel hands it some of the prober's connections, and every probe
-//! it fails names it — its pod, its image, and that it never served.
+//! it fails names it — its pod, its image, and that it was not serving yet.
 
 use std::time::Duration;
 
@@ -71,7 +71,7 @@ async fn a_failed_probe_names_the_never_ready_process_that_caught_it() {
             other => panic!("{error:?} was caught by {other:?}, not the never-Ready process"),
         }
         let said = caught.map(|c| c.to_string()).unwrap_or_default();
-        assert!(said.contains("never served"), "{said}");
+        assert!(said.contains("not serving yet"), "{said}");
     }
     assert!(
         report

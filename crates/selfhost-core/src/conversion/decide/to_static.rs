@@ -1,0 +1,123 @@
+//! The decisions towards static pods, and their undoing after a failure (the DaemonSet pod
+//! back): the hand-over from the DaemonSet pod to a static pod on one node.
+
+use super::pod_start::stuck;
+use super::{ConvertStep, NodeComponent, gate, wait, why_not};
+
+/// The next step towards a static pod.
+pub(super) fn to_static(obs: &NodeComponent) -> ConvertStep {
+    let node = &obs.node;
+    let c = obs.component;
+    let Some(ds) = &obs.daemonset else {
+        if !obs.manifest_on_disk {
+            return ConvertStep::Refuse {
+                reason: format!("{node} has neither a static manifest of {c} nor its DaemonSet"),
+                fix: "check --manifests-dir and --node".to_string(),
+            };
+        }
+        return match &obs.mirror_serving {
+            Ok(()) => ConvertStep::Done {
+                summary: format!("{node} runs {c} as a static pod"),
+            },
+            Err(why) => wait(
+                obs,
+                &format!("the static {c} pod on {node} to serve"),
+                vec![why.clone()],
+            ),
+        };
+    };
+    let pods_here = obs.daemonset_pods_here();
+    if !obs.daemonset_gated {
+        return gate(obs, ds);
+    }
+    if !obs.manifest_on_disk {
+        if !obs.node_gated() && pods_here.is_empty() {
+            return ConvertStep::Refuse {
+                reason: format!(
+                    "{node} runs no {c} pod of the DaemonSet and has no static manifest"
+                ),
+                fix: "run the conversion on a node that runs the control plane".to_string(),
+            };
+        }
+        return ConvertStep::WriteManifest;
+    }
+    if let Some(reason) = obs.mirror.as_ref().and_then(stuck) {
+        return ConvertStep::Fail { reason };
+    }
+    if obs.node_gated() {
+        if let Err(why) = &obs.mirror_serving {
+            return wait(
+                obs,
+                &format!("the static {c} pod on {node} to serve beside the DaemonSet pod"),
+                vec![why.clone()],
+            );
+        }
+        return ConvertStep::UnlabelNode { node: node.clone() };
+    }
+    if !pods_here.is_empty() {
+        return wait(
+            obs,
+            &format!("the {c} DaemonSet pod on {node} to be retired"),
+            pods_here
+                .iter()
+                .map(|p| format!("pod {} to go", p.name))
+                .collect(),
+        );
+    }
+    if obs.gated_nodes.is_empty() && ds.pods.is_empty() && ds.deleting_since.is_none() {
+        return ConvertStep::DeleteDaemonSet;
+    }
+    match &obs.mirror_serving {
+        Ok(()) if ds.deleting_since.is_none() => ConvertStep::Done {
+            summary: format!(
+                "{node} runs {c} as a static pod; the DaemonSet still runs on {}",
+                if obs.gated_nodes.is_empty() {
+                    "no node (its last pods are going)".to_string()
+                } else {
+                    obs.gated_nodes.join(", ")
+                }
+            ),
+        },
+        Ok(()) => wait(
+            obs,
+            &format!("the DaemonSet {} to be deleted", ds.name),
+            vec![],
+        ),
+        Err(why) => wait(
+            obs,
+            &format!("the static {c} pod on {node} to serve"),
+            vec![why.clone()],
+        ),
+    }
+}
+
+/// The next step putting the DaemonSet pod back after a failure on the way to static.
+pub(super) fn restore_self_hosted(obs: &NodeComponent, reason: &str) -> ConvertStep {
+    let node = &obs.node;
+    let c = obs.component;
+    if obs.daemonset.is_some() && !obs.node_gated() {
+        return ConvertStep::LabelNode { node: node.clone() };
+    }
+    if obs.daemonset.is_some() && obs.daemonset_pod_serving.is_err() {
+        return wait(
+            obs,
+            &format!("the {c} DaemonSet pod on {node} to serve again"),
+            why_not(&obs.daemonset_pod_serving),
+        );
+    }
+    if obs.manifest_on_disk && obs.daemonset.is_some() {
+        return ConvertStep::RemoveManifest;
+    }
+    if let Some(mirror) = &obs.mirror
+        && obs.daemonset.is_some()
+    {
+        return wait(
+            obs,
+            &format!("the static {c} pod on {node} to stop"),
+            vec![format!("mirror pod {} to disappear", mirror.name)],
+        );
+    }
+    ConvertStep::RolledBack {
+        reason: reason.to_string(),
+    }
+}
