@@ -132,7 +132,10 @@ impl Cx<'_> {
         let own = old
             .termination_grace_seconds
             .unwrap_or(crate::daemonset::APISERVER_GRACE_SECONDS);
-        let delay = i64::try_from(self.shutdown_delay(old).as_secs()).unwrap_or(i64::MAX);
+        // Whole seconds, rounded up: a grace must not end inside the delay.
+        let delay = self.shutdown_delay(old);
+        let delay = i64::try_from(delay.as_secs() + u64::from(delay.subsec_nanos() > 0))
+            .unwrap_or(i64::MAX);
         let grace = own.min(delay.saturating_add(self.shortened_grace_seconds()));
         Turn::Step(Box::new(Step::DeleteOldPod {
             pod: old.name.clone(),

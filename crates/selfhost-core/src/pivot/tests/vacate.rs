@@ -422,3 +422,32 @@ fn a_rollback_shortens_the_failed_pod_on_a_vacated_node() {
         &["\"grace_period_seconds\":5", "shutdown delay is over"],
     )]);
 }
+
+/// The old pod's grace is its own template's shutdown delay (rounded up to whole seconds)
+/// plus the shortened grace, never more than its own grace period.
+#[test]
+fn the_old_pods_grace_covers_its_own_shutdown_delay() {
+    let with_delay = |delay: &str| {
+        let mut world = held(3).vacated("cp-1");
+        if let Ok(record) = world.backup_mut().record.as_mut() {
+            let spec = record.original_template.spec.as_mut().expect("a pod spec");
+            spec.containers[0]
+                .command
+                .get_or_insert_with(Vec::new)
+                .push(format!("--shutdown-delay-duration={delay}"));
+        }
+        world.at(UPDATE_AT + 2).build()
+    };
+    for (delay, grace) in [("8s", 13), ("1500ms", 7), ("0s", 5), ("1m", 30)] {
+        match decide(&with_delay(delay), &target(ApiServer)) {
+            Step::DeleteOldPod {
+                grace_period_seconds,
+                ..
+            } => assert_eq!(grace_period_seconds, Some(grace), "{delay}"),
+            other => panic!(
+                "{delay}: expected delete-old-pod, got {}",
+                other.description()
+            ),
+        }
+    }
+}
