@@ -206,6 +206,14 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
                      that never serves stays on one node until the rollback"
                         .to_string(),
                 );
+                out.explanation.push(
+                    "each node is vacated of the backup just before its old kube-apiserver is \
+                     replaced, so it leaves the load balancer while the new one starts and \
+                     joins again once it passes /readyz: no client connection reaches a \
+                     kube-apiserver that has not finished starting (this adds one shutdown \
+                     delay per node)"
+                        .to_string(),
+                );
             } else {
                 out.explanation.push(
                     "without port sharing on the live template each node is out of service \
@@ -214,12 +222,17 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
                         .to_string(),
                 );
             }
-            out.explanation.push(
+            out.explanation.push(if shape.live_shares_port {
+                "the backup is removed one node at a time (the node being vacated above), so \
+                 that only one node at a time has a stopping backup kube-apiserver failing its \
+                 load-balancer health checks"
+                    .to_string()
+            } else {
                 "the backup is removed one node at a time, so that only one node at a time \
                  has a stopping backup kube-apiserver failing its load-balancer health checks \
                  (this adds one shutdown delay per node)"
-                    .to_string(),
-            );
+                    .to_string()
+            });
         }
         (false, true) => {
             out.api = ApiImpact::Outage {

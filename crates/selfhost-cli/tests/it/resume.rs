@@ -40,13 +40,14 @@ const APISERVER_LATE: &[(&str, &str)] = &[
     ("kube-apiserver", "delete-old-pod"),
     ("kube-apiserver", "remove-backup"),
 ];
-/// The steps after every new kube-apiserver serves: the held rollout's strategy written
-/// back, then the backup removed one node at a time (a kill after a node's exclusion, and
-/// while its backup pod stops).
+/// The backup's pods going: a node vacated of the backup just before its old pod is replaced
+/// (a kill right after the exclusion, before the old pod's deletion), and the held rollout's
+/// strategy written back once every new kube-apiserver serves. (Every node is vacated during
+/// the rollout, so the removal at the end deletes a DaemonSet with no pod left, which goes at
+/// once: the apiserver has no `wait-for-backup-gone` to be killed in.)
 const APISERVER_HANDOVER: &[(&str, &str)] = &[
-    ("kube-apiserver", "restore-update-strategy"),
     ("kube-apiserver", "drain-backup-node"),
-    ("kube-apiserver", "wait-for-backup-gone"),
+    ("kube-apiserver", "restore-update-strategy"),
 ];
 /// (Not the scheduler's `wait-for-backup-gone`: at this scale what follows it can finish
 /// before the SIGKILL lands, and the killed run then exits 0.)

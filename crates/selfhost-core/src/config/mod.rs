@@ -15,6 +15,8 @@ mod v1beta4;
 mod validate;
 mod wire;
 
+pub(crate) use validate::go_duration;
+
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

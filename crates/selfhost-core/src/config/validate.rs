@@ -234,7 +234,7 @@ pub(super) fn flag_name(s: &str) -> Result<(), String> {
 }
 
 /// A Go duration such as `4m0s`, `240s` or `1h30m`, which must be positive.
-pub(super) fn go_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn go_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("{s:?} is not a duration; write it as Go does, e.g. 4m0s, 90s or 1h30m");
     let mut rest = s;
     let mut nanos = 0f64;

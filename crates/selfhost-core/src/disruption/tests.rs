@@ -86,6 +86,14 @@ fn the_cost_follows_from_nodes_port_sharing_and_identity_leases() {
         ),
         (
             ApiServer,
+            shape(3, true, true, Published),
+            ApiImpact::None,
+            None,
+            false,
+            "each node is vacated of the backup just before its old kube-apiserver is replaced",
+        ),
+        (
+            ApiServer,
             shape(5, true, true, Published),
             ApiImpact::None,
             None,

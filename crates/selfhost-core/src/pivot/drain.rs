@@ -20,6 +20,13 @@
 //! The record lives on the backup DaemonSet: [`BACKUP_DRAINED_NODES`] and
 //! [`BACKUP_DRAIN_STEP_AT`], written with each exclusion. Once it is there the removal is under
 //! way and a resumed run continues it, as it continues a backup whose deletion has begun.
+//!
+//! The held kube-apiserver rollout on two nodes or more makes the same exclusion earlier, one
+//! node per turn, just before the node's real pod is replaced (`vacate.rs`): it records the
+//! node in [`BACKUP_DRAINED_NODES`] only, without [`BACKUP_DRAIN_STEP_AT`], for the removal
+//! has not begun (the rollout, or a rollback, goes on with the backup serving on the other
+//! nodes). By the end every node may already be vacated, and the removal here deletes the
+//! DaemonSet at once.
 
 use std::collections::BTreeSet;
 

@@ -9,7 +9,8 @@
 //! 1. being deleted → wait until gone (shortening what can safely be shortened);
 //! 2. unreadable, kubeadm's, or for another target → refuse, or adopt (kubeadm's; `--force`);
 //! 3. a rollback of ours newer than the backup, real back on the original → finish it;
-//! 4. real on target → rollout: fail → roll back; complete → remove the backup;
+//! 4. real on target → rollout (the apiserver's held node by node, each node vacated of the
+//!    backup first: `vacate.rs`): fail → roll back; complete → remove the backup;
 //! 5. otherwise → wait until the backup serves everywhere, then update the real DaemonSet.
 
 use std::collections::BTreeMap;

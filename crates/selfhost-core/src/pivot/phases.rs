@@ -9,6 +9,7 @@ use super::serving::{
     soak_ends_at,
 };
 use super::step::{Step, Wait, Watch};
+use super::vacate::Turn;
 use super::{IdentityPublishing, container_name, lease_hand_over};
 use crate::component::Component;
 use crate::disruption::{ClusterShape, expected_disruption};
@@ -88,6 +89,7 @@ impl Cx<'_> {
     ) -> Step {
         let mut progress = self.serving_progress(true);
         progress.extend(self.nodes_only_the_backup_covers(backup));
+        progress.extend(self.vacating_pending());
         if progress.is_empty() {
             return self
                 .release_hold("every node runs a new pod that serves")
@@ -179,6 +181,7 @@ impl Cx<'_> {
     ///
     /// A backup pod whose probe fails counts when its process serves by its own identity
     /// Lease: the failing target beside it on the shared port may be what answered the probe.
+    /// A node vacated of the backup needs none: other nodes serve while it is out of rotation.
     fn rollback_hazard(&self, backup: &BackupObservation) -> Option<String> {
         let serves = |pod: &PodObservation| pod_serves(self.obs, self.target, pod).is_ok();
         let serving_backup: Vec<&PodObservation> = backup
@@ -192,7 +195,15 @@ impl Cx<'_> {
             .pods
             .iter()
             .partition(|pod| self.real.is_current(pod));
-        if serving_backup.is_empty() && !kept.iter().any(|p| serves(p)) {
+        // A node vacated of the backup (`vacate.rs`) has no backup pod to cover it: its new
+        // pod's replacement takes it out of the load balancer, and the other nodes serve —
+        // their own new pods too, which the controller replaces one at a time.
+        let vacated = self.vacated_nodes();
+        let on_vacated = |p: &PodObservation| p.node.as_ref().is_some_and(|n| vacated.contains(n));
+        if serving_backup.is_empty()
+            && !kept.iter().any(|p| serves(p))
+            && !replaced.iter().any(|p| on_vacated(p) && serves(p))
+        {
             let why: Vec<String> = backup
                 .daemonset
                 .pods
@@ -212,6 +223,7 @@ impl Cx<'_> {
         replaced
             .iter()
             .filter(|p| serves(p))
+            .filter(|p| !on_vacated(p))
             .find(|pod| !serving_backup.iter().any(|b| b.node == pod.node))
             .map(|pod| {
                 format!(
@@ -427,8 +439,10 @@ impl Cx<'_> {
         if self.component() != Component::ApiServer {
             return None;
         }
-        let grace =
-            i64::try_from(self.target.options.shortened_grace.as_secs()).unwrap_or(i64::MAX);
+        if let Some(step) = self.shorten_on_vacated_node() {
+            return Some(step);
+        }
+        let grace = self.shortened_grace_seconds();
         let mut candidates: Vec<&PodObservation> = self
             .obs
             .all_pods()
@@ -442,12 +456,16 @@ impl Cx<'_> {
             .filter(|pod| !pod.processes_stopped())
             .collect();
         candidates.sort_by(|a, b| (&a.node, &a.name).cmp(&(&b.node, &b.name)));
+        // On a node vacated of the backup the successor is the real DaemonSet's current pod:
+        // the old pod that stays there until its turn succeeds nothing.
+        let vacated = self.vacated_nodes();
         candidates.into_iter().find_map(|pod| {
             let node = pod.node.as_deref()?;
             let successor = self
                 .obs
                 .all_pods()
                 .filter(|other| other.name != pod.name && other.node.as_deref() == Some(node))
+                .filter(|other| !vacated.contains(node) || self.real.is_current(other))
                 .find(|other| serves_by_identity(self.obs, self.target, other))?;
             Some(Step::DeleteOldPod {
                 pod: pod.name.clone(),
@@ -465,7 +483,9 @@ impl Cx<'_> {
 
     /// With `updateStrategy: OnDelete` (the operator's, or selfhost's hold) the DaemonSet
     /// controller replaces nothing by itself: delete the next old pod once every other node
-    /// is settled and its own node is covered by a serving backup pod.
+    /// is settled and its own node is covered by a serving backup pod — or, under selfhost's
+    /// hold on two nodes or more, once the node is vacated of the backup (`vacate.rs`), so
+    /// that it is out of the load balancer while its new pod joins.
     ///
     /// A node is settled when its new pod *serves* — for the kube-apiserver by its own
     /// identity Lease, since Ready can be the backup's answer on the shared port — or when it
@@ -497,6 +517,13 @@ impl Cx<'_> {
             usize::try_from(self.real.status.desired).is_ok_and(|d| self.real.nodes().len() >= d);
         if !others_settled || !every_node_has_a_pod {
             return None;
+        }
+        if self.vacates_nodes() {
+            match self.vacating_turn(backup, pod, node) {
+                Turn::Step(step) => return Some(*step),
+                Turn::Wait => return None,
+                Turn::Covered => {}
+            }
         }
         let cover = backup
             .daemonset
@@ -569,6 +596,7 @@ impl Cx<'_> {
         };
         soaks
             .chain(decided)
+            .chain(self.next_vacated_shortening())
             .chain(std::iter::once(deadline))
             .filter(|t| *t > now)
             .min()

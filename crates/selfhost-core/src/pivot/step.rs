@@ -112,7 +112,8 @@ pub enum Step {
     /// excluded from its required node affinity (the DaemonSet controller deletes the pod
     /// there) and `OnDelete` (its other pods stay), recording the excluded nodes; on 409
     /// re-read. One node at a time, so that no two backup processes stop on the shared port
-    /// together (`drain.rs`).
+    /// together (`drain.rs`); during the held rollout, a node just before its real pod is
+    /// replaced (`vacate.rs`).
     DrainBackupNode {
         /// The PUT of the backup DaemonSet.
         update: Update,
@@ -305,10 +306,21 @@ impl Step {
                 format!("hand over Lease {lease} from gone holder {holder}")
             }
             Step::DrainBackupNode { update, node, .. } => {
-                format!(
-                    "remove backup {}'s pod from {node} (one node at a time)",
-                    update.name
-                )
+                if update
+                    .set_annotations
+                    .contains_key(super::BACKUP_DRAIN_STEP_AT)
+                {
+                    format!(
+                        "remove backup {}'s pod from {node} (one node at a time)",
+                        update.name
+                    )
+                } else {
+                    format!(
+                        "remove backup {}'s pod from {node} before its real pod is replaced \
+                         (the node leaves the load balancer meanwhile)",
+                        update.name
+                    )
+                }
             }
             Step::RemoveBackup { name, .. } => format!("remove backup DaemonSet {name}"),
             Step::RollBack { update, reason } => {

@@ -1,8 +1,9 @@
 //! The backup's removal, one node at a time: on three nodes under the measured hand-over
-//! model, no two backup kube-apiservers are ever stopping together, and no probe fails — in
-//! particular none is refused by a load balancer that found no node whose `/readyz` passed
-//! (the backup's processes fail it on purpose in their shutdown delay, and each node's kernel
-//! hands a check to either process on the shared port).
+//! model, each node is vacated of the backup just before its old kube-apiserver goes (the held
+//! rollout, `vacate.rs`), no two backup kube-apiservers are ever stopping together, and no
+//! probe fails — in particular none is refused by a load balancer that found no node whose
+//! `/readyz` passed (the backup's processes fail it on purpose in their shutdown delay, and
+//! each node's kernel hands a check to either process on the shared port).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -62,12 +63,17 @@ fn apiserver_steps(events: &[Stamped]) -> Vec<(f64, String)> {
         .collect()
 }
 
-/// How long the backup's removal took: from its first step to the first step after it that
-/// is not part of it.
+/// How long the backup's removal at the end took: from its first step after the rollout
+/// (the update strategy written back) to the first step after it that is not part of it.
 fn removal_time(steps: &[(f64, String)]) -> Option<f64> {
-    let first = steps
+    let rolled_out = steps
         .iter()
-        .position(|(_, s)| s == REMOVAL_STEPS[0] || s == REMOVAL_STEPS[1])?;
+        .rposition(|(_, s)| s == "restore-update-strategy")
+        .map_or(0, |i| i + 1);
+    let first = rolled_out
+        + steps[rolled_out..]
+            .iter()
+            .position(|(_, s)| s == REMOVAL_STEPS[0] || s == REMOVAL_STEPS[1])?;
     let end = steps[first..].iter().find(|(_, s)| {
         !REMOVAL_STEPS.contains(&s.as_str()) && s != "hand-over-lease" && s != "delete-old-pod"
     })?;
@@ -141,14 +147,24 @@ async fn removed_node_by_node(nodes: usize) {
         removal_time(&steps).unwrap_or(f64::NAN),
         failed.len()
     );
-    let drained = steps
+    // Each node is vacated of the backup right before its old pod is deleted: the rollout's
+    // steps alternate, one node at a time, and the removal at the end finds no pod left.
+    // (A node's delete-old-pod steps come in a run: its old pod, then shortening the
+    // backup's stopping pod once the new one serves.)
+    let mut turns: Vec<&str> = steps
         .iter()
-        .filter(|(_, s)| s == "drain-backup-node")
-        .count();
+        .map(|(_, s)| s.as_str())
+        .filter(|s| *s == "drain-backup-node" || *s == "delete-old-pod")
+        .collect();
+    turns.dedup();
+    let alternating: Vec<&str> = ["drain-backup-node", "delete-old-pod"]
+        .into_iter()
+        .cycle()
+        .take(2 * nodes)
+        .collect();
     assert_eq!(
-        drained,
-        nodes - 1,
-        "every node but the last loses its backup pod on its own: {steps:?}"
+        turns, alternating,
+        "every node vacated, then its old pod deleted: {steps:?}"
     );
     assert!(
         most_stopping <= 1,

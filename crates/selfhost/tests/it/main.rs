@@ -80,6 +80,20 @@ pub fn caught_before_serving(caught: Option<&selfhost_sim::cluster::CaughtBy>) -
     )
 }
 
+/// Whether a failed probe was caught by a *backup* kube-apiserver process before it first
+/// served: the backup's pods join every node's shared port while the node is in the load
+/// balancer's rotation — inherent to the backup pivot, for there is nothing yet to take the
+/// node out of rotation for. Every other process joins a node the engine has taken out of
+/// rotation first (`vacate.rs`), so it catches nothing.
+pub fn caught_by_a_joining_backup(caught: Option<&selfhost_sim::cluster::CaughtBy>) -> bool {
+    let backup = format!("{}-", selfhost_core::Component::ApiServer.backup_name());
+    caught_before_serving(caught)
+        && matches!(
+            caught,
+            Some(selfhost_sim::cluster::CaughtBy::Process { pod, .. }) if pod.starts_with(&backup)
+        )
+}
+
 /// Plans the upgrade of `sim` to `to` afresh and applies it with `options`. Every event is
 /// printed (shown only when the test fails: the run as the engine saw it) and handed to
 /// `on_event` with the run's token, which may stop the run as Ctrl-C does. Returns the

@@ -1,6 +1,7 @@
 //! The kube-apiserver's rollout held to one node at a time (`hold.rs`): the update sets
 //! `OnDelete`, the engine replaces the old pods node by node once each new pod serves by its
-//! own identity, then writes the original strategy back; a rollback writes it back at once.
+//! own identity (each node vacated of the backup first on two nodes or more: `vacate.rs`),
+//! then writes the original strategy back; a rollback writes it back at once.
 
 use k8s_openapi::api::apps::v1::{DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -63,7 +64,7 @@ fn old_lingering(mut world: World, node: &str, grace: i64) -> World {
 }
 
 /// Three nodes, backup serving, the real DaemonSet updated and held at [`UPDATE_AT`].
-fn held(nodes: usize) -> World {
+pub(super) fn held(nodes: usize) -> World {
     World::steady(ApiServer, nodes)
         .backup()
         .backup_serving()
@@ -142,14 +143,21 @@ fn the_apiserver_update_holds_the_rollout_where_the_backup_can_serve_beside_it()
 fn a_held_rollout_moves_to_the_next_node_only_once_every_new_pod_serves() {
     check(vec![
         row(
-            "the first node's old pod, right after the update",
+            "the first node, right after the update: vacated of the backup first",
             held(3).at(UPDATE_AT + 1).build(),
+            target(ApiServer),
+            "drain-backup-node",
+            &["\"node\":\"cp-1\"", "leaves the load balancer"],
+        ),
+        row(
+            "the first node's old pod, once the backup has left it",
+            held(3).vacated("cp-1").at(UPDATE_AT + 2).build(),
             target(ApiServer),
             "delete-old-pod",
             &[
                 "old-cp-1",
                 "holds the rollout",
-                "\"grace_period_seconds\":null",
+                "\"grace_period_seconds\":10",
             ],
         ),
         row(
@@ -180,10 +188,23 @@ fn a_held_rollout_moves_to_the_next_node_only_once_every_new_pod_serves() {
             &["is not Ready"],
         ),
         row(
-            "the first new pod serves by its own identity",
+            "the first new pod serves by its own identity: the second node is vacated",
             held(3)
+                .vacated("cp-1")
                 .new_pod("cp-1", Pod::Serving { started: 40 })
                 .at(50)
+                .build(),
+            target(ApiServer),
+            "drain-backup-node",
+            &["\"node\":\"cp-2\"", "cp-1,cp-2"],
+        ),
+        row(
+            "then its old pod goes",
+            held(3)
+                .vacated("cp-1")
+                .vacated("cp-2")
+                .new_pod("cp-1", Pod::Serving { started: 40 })
+                .at(51)
                 .build(),
             target(ApiServer),
             "delete-old-pod",
@@ -209,7 +230,10 @@ fn a_held_rollout_moves_to_the_next_node_only_once_every_new_pod_serves() {
         row(
             "the first node's old pod lingers Terminating: it has left the port",
             old_lingering(
-                held(3).new_pod("cp-1", Pod::Serving { started: 40 }),
+                held(3)
+                    .vacated("cp-1")
+                    .vacated("cp-2")
+                    .new_pod("cp-1", Pod::Serving { started: 40 }),
                 "cp-1",
                 5,
             )
@@ -233,6 +257,9 @@ fn a_held_rollout_moves_to_the_next_node_only_once_every_new_pod_serves() {
         row(
             "the last node",
             held(3)
+                .vacated("cp-1")
+                .vacated("cp-2")
+                .vacated("cp-3")
                 .new_pod("cp-1", Pod::Serving { started: 40 })
                 .new_pod("cp-2", Pod::Serving { started: 55 })
                 .at(70)
@@ -265,7 +292,7 @@ fn a_held_rollout_moves_to_the_next_node_only_once_every_new_pod_serves() {
             held(1).at(UPDATE_AT + 1).build(),
             target(ApiServer),
             "delete-old-pod",
-            &["old-cp-1"],
+            &["old-cp-1", "\"grace_period_seconds\":null"],
         ),
     ]);
 }
@@ -374,8 +401,8 @@ fn every_state_a_killed_held_run_leaves_is_continued() {
             "killed after the held update",
             held(3).at(UPDATE_AT + 5).build(),
             target(ApiServer),
-            "delete-old-pod",
-            &["old-cp-1"],
+            "drain-backup-node",
+            &["\"node\":\"cp-1\""],
         ),
         row(
             "killed after deleting the first old pod, its replacement starting",

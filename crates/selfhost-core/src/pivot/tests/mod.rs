@@ -18,6 +18,7 @@ mod start;
 mod successor;
 mod survivor;
 mod tainted;
+mod vacate;
 
 use super::{Step, Target, next_step};
 use crate::observation::Observation;

@@ -1,0 +1,336 @@
+//! Vacating a node before its kube-apiserver is replaced (the held rollout, two nodes or more).
+//!
+//! On a shared port a starting kube-apiserver takes its share of the node's new connections
+//! before it serves, and the load balancer keeps sending new connections to a node as long as
+//! its `/readyz` checks pass. If the backup kept serving on the node while its real pod is
+//! replaced, the checks would keep passing (the kernel hands some of them to the backup), and
+//! the new process would catch clients' connections in its join window; a target that never
+//! serves would fail every request on its share until the rollback (docs/reliability.md,
+//! finding M).
+//!
+//! So where the real DaemonSet runs on two nodes or more, a node's turn in the held rollout
+//! (`replace_on_delete`) begins by removing the backup's pod from it — the same exclusion
+//! `drain.rs` makes at the end, recorded in [`BACKUP_DRAINED_NODES`] but without
+//! [`BACKUP_DRAIN_STEP_AT`], which is what marks the end-of-upgrade removal — and only once
+//! another node serves. Then the old real pod is deleted, at once: both processes fail
+//! `/readyz` from their SIGTERM on, so the node fails every health check and the load
+//! balancer takes it out within a check interval, while both still serve what it sent before
+//! for their `--shutdown-delay-duration`. The old pod's grace is that delay plus the
+//! shortened grace (the operator sets the delay to cover the balancer's checks, as the
+//! kube-apiserver's documentation asks): the DaemonSet controller creates the new pod only
+//! once the old one is gone, so the new process joins a node the balancer no longer sends
+//! anything to, and the node returns to rotation when its new process passes `/readyz`. The
+//! next node's turn waits until this one's new pod serves by its own identity, as before.
+//!
+//! A pod on a vacated node deleted with its full grace (by the DaemonSet controller in a
+//! rollback, or by an earlier run) is deleted again with the shortened grace once its own
+//! shutdown delay has passed since its deletion: no other process on its node serves to hand
+//! over to, and by then the balancer has stopped sending it anything.
+//!
+//! With one node the backup keeps serving on it throughout, as it must: there is no other
+//! node for clients to go to.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::drain::drained_nodes;
+use super::hold::on_delete;
+use super::next_step::Cx;
+use super::serving::pod_serves;
+use super::step::{Step, Update};
+use super::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES, exclude_nodes};
+use crate::command_line::flag_value;
+use crate::component::Component;
+use crate::config::go_duration;
+use crate::daemonset::SHUTDOWN_DELAY;
+use crate::observation::{BackupObservation, PodObservation, time};
+
+/// The kube-apiserver flag that keeps a stopping process serving, `/readyz` failing.
+const SHUTDOWN_DELAY_FLAG: &str = "shutdown-delay-duration";
+
+/// What a node's turn in the held rollout asks for.
+pub(super) enum Turn {
+    /// This step (vacate the node, or delete its old pod).
+    Step(Box<Step>),
+    /// Nothing yet: the DaemonSet controller has still to delete the node's backup pod.
+    Wait,
+    /// The node is not vacated: the backup covers it while its pod is replaced.
+    Covered,
+}
+
+impl Cx<'_> {
+    /// Whether the held rollout vacates each node of the backup before replacing its pod: the
+    /// kube-apiserver's own hold, on two nodes or more.
+    pub(super) fn vacates_nodes(&self) -> bool {
+        self.component() == Component::ApiServer
+            && self.held_strategy().is_some()
+            && (self.real.nodes().len() >= 2 || self.real.status.desired >= 2)
+    }
+
+    /// The nodes vacated of the backup during the rollout (not its removal at the end).
+    pub(super) fn vacated_nodes(&self) -> BTreeSet<String> {
+        match &self.obs.backup {
+            Some(backup) if backup.daemonset.annotation(BACKUP_DRAIN_STEP_AT).is_none() => {
+                drained_nodes(backup)
+            }
+            _ => BTreeSet::new(),
+        }
+    }
+
+    /// `node`'s turn in the held rollout: vacate it of the backup while another node serves,
+    /// then delete `old` (its real pod) once the backup's pod there is going.
+    pub(super) fn vacating_turn(
+        &self,
+        backup: &BackupObservation,
+        old: &PodObservation,
+        node: &str,
+    ) -> Turn {
+        let drained = drained_nodes(backup);
+        if !drained.contains(node) {
+            let Some(serving) = self.serving_elsewhere(node) else {
+                return Turn::Covered;
+            };
+            if self.backup_delay_ends_at().is_some() {
+                // A backup process still in its shutdown delay fails its node's checks now
+                // and then; vacating this node too could leave the balancer no node that
+                // passes (two nodes), so one node at a time, as at the end (`drain.rs`).
+                return Turn::Wait;
+            }
+            let mut excluded = drained;
+            excluded.insert(node.to_string());
+            return Turn::Step(Box::new(Step::DrainBackupNode {
+                update: Update {
+                    name: backup.daemonset.name.clone(),
+                    resource_version: backup.daemonset.resource_version.clone(),
+                    template: Box::new(exclude_nodes(&backup.daemonset.template, &excluded)),
+                    set_annotations: [(
+                        BACKUP_DRAINED_NODES.to_string(),
+                        excluded.iter().cloned().collect::<Vec<_>>().join(","),
+                    )]
+                    .into(),
+                    remove_annotations: Vec::new(),
+                    update_strategy: Some(on_delete()),
+                },
+                node: node.to_string(),
+                why: format!(
+                    "its real pod is replaced next: with no process on it passing /readyz the \
+                     node leaves the load balancer, so the new kube-apiserver joins a node \
+                     clients are not sent to ({serving} serves meanwhile)"
+                ),
+            }));
+        }
+        if backup
+            .daemonset
+            .pods_on(node)
+            .any(|pod| !pod.is_terminating())
+        {
+            return Turn::Wait;
+        }
+        let own = old
+            .termination_grace_seconds
+            .unwrap_or(crate::daemonset::APISERVER_GRACE_SECONDS);
+        // Whole seconds, rounded up: a grace must not end inside the delay.
+        let delay = self.shutdown_delay(old);
+        let delay = i64::try_from(delay.as_secs() + u64::from(delay.subsec_nanos() > 0))
+            .unwrap_or(i64::MAX);
+        let grace = own.min(delay.saturating_add(self.shortened_grace_seconds()));
+        Turn::Step(Box::new(Step::DeleteOldPod {
+            pod: old.name.clone(),
+            uid: old.uid.clone(),
+            node: node.to_string(),
+            grace_period_seconds: Some(grace),
+            why: format!(
+                "selfhost holds the rollout (update strategy OnDelete) so that one node at a \
+                 time runs a new pod not yet proven to serve: every other node is settled, and \
+                 the backup has left this one, so it drops out of the load balancer until its \
+                 new pod serves (grace: its {delay}s shutdown delay, then {}s)",
+                self.shortened_grace_seconds()
+            ),
+        }))
+    }
+
+    /// A pod on another Ready node that serves, named with its node.
+    fn serving_elsewhere(&self, node: &str) -> Option<String> {
+        let mut pods: Vec<&PodObservation> = self
+            .obs
+            .all_pods()
+            .filter(|pod| pod.node.as_deref().is_some_and(|n| n != node))
+            .collect();
+        pods.sort_by(|a, b| (&a.node, &a.name).cmp(&(&b.node, &b.name)));
+        pods.into_iter()
+            .find(|pod| pod_serves(self.obs, self.target, pod).is_ok())
+            .map(|pod| {
+                format!(
+                    "{} on {}",
+                    pod.name,
+                    pod.node.as_deref().unwrap_or("(unscheduled)")
+                )
+            })
+    }
+
+    /// When the last backup process still in its shutdown delay leaves the port, if one is:
+    /// a Terminating backup pod whose processes run, less than its shutdown delay after its
+    /// deletion.
+    pub(super) fn backup_delay_ends_at(&self) -> Option<Timestamp> {
+        let backup = self.obs.backup.as_ref()?;
+        let now = self.now();
+        backup
+            .daemonset
+            .pods
+            .iter()
+            .filter(|pod| !pod.processes_stopped())
+            .filter_map(|pod| {
+                let ends = pod.deleting_since?;
+                let grace = pod.deletion_grace_seconds.unwrap_or(0);
+                let deleted = ends.checked_sub(SignedDuration::from_secs(grace)).ok()?;
+                Some(time::after(deleted, self.shutdown_delay(pod)))
+            })
+            .filter(|end| *end > now)
+            .max()
+    }
+
+    /// What a vacated node still waits for before its old pod goes.
+    pub(super) fn vacating_pending(&self) -> Vec<String> {
+        let Some(backup) = &self.obs.backup else {
+            return Vec::new();
+        };
+        let vacated = self.vacated_nodes();
+        let mut pending: Vec<String> = Vec::new();
+        if self.vacates_nodes()
+            && let Some(at) = self.backup_delay_ends_at()
+        {
+            pending.push(format!(
+                "a stopping backup process fails its node's /readyz until {at}; the next node \
+                 is vacated after"
+            ));
+        }
+        let waiting = backup
+            .daemonset
+            .pods
+            .iter()
+            .filter(|pod| !pod.is_terminating())
+            .filter_map(|pod| Some((pod.node.as_deref()?, pod)))
+            .filter(|(node, _)| vacated.contains(*node))
+            .map(|(node, pod)| {
+                format!(
+                    "{node}: backup pod {} not yet deleted by the DaemonSet controller (the \
+                     node is vacated before its real pod is replaced)",
+                    pod.name
+                )
+            });
+        pending.extend(waiting);
+        pending
+    }
+
+    /// A Terminating kube-apiserver on a vacated node that would linger past the shortened
+    /// grace although its shutdown delay is over: the load balancer has taken the node out
+    /// (nothing on it passes `/readyz`), so delete it again with the shortened grace.
+    pub(super) fn shorten_on_vacated_node(&self) -> Option<Step> {
+        let now = self.now();
+        self.lingering_on_vacated_nodes()
+            .into_iter()
+            .find(|(_, delay_over)| *delay_over <= now)
+            .map(|(pod, _)| Step::DeleteOldPod {
+                pod: pod.name.clone(),
+                uid: pod.uid.clone(),
+                node: pod.node.clone().unwrap_or_default(),
+                grace_period_seconds: Some(self.shortened_grace_seconds()),
+                why: "it is Terminating on a node vacated of the backup, and its shutdown delay \
+                      is over: the load balancer has taken the node out, and nothing on it \
+                      needs the rest of its grace period"
+                    .to_string(),
+            })
+    }
+
+    /// When the next lingering pod on a vacated node may be shortened, or a backup process
+    /// in its shutdown delay has left the port, if one is waiting.
+    pub(super) fn next_vacated_shortening(&self) -> Option<Timestamp> {
+        let now = self.now();
+        self.lingering_on_vacated_nodes()
+            .into_iter()
+            .map(|(_, delay_over)| delay_over)
+            .filter(|at| *at > now)
+            .chain(
+                self.vacates_nodes()
+                    .then(|| self.backup_delay_ends_at())
+                    .flatten(),
+            )
+            .min()
+    }
+
+    /// Terminating kube-apiserver pods on vacated nodes that would outlive the shortened grace,
+    /// each with the moment its shutdown delay is over.
+    fn lingering_on_vacated_nodes(&self) -> Vec<(&PodObservation, Timestamp)> {
+        if self.component() != Component::ApiServer {
+            return Vec::new();
+        }
+        let vacated = self.vacated_nodes();
+        if vacated.is_empty() {
+            return Vec::new();
+        }
+        let shortened_end = time::after(self.now(), self.target.options.shortened_grace);
+        let mut pods: Vec<(&PodObservation, Timestamp)> = self
+            .obs
+            .all_pods()
+            .filter(|pod| pod.node.as_ref().is_some_and(|n| vacated.contains(n)))
+            .filter(|pod| !pod.processes_stopped())
+            .filter_map(|pod| {
+                let ends = pod.deleting_since?;
+                if ends <= shortened_end {
+                    return None;
+                }
+                let grace = pod.deletion_grace_seconds.unwrap_or(0);
+                let deleted = ends.checked_sub(SignedDuration::from_secs(grace)).ok()?;
+                Some((pod, time::after(deleted, self.shutdown_delay(pod))))
+            })
+            .collect();
+        pods.sort_by(|a, b| (&a.0.node, &a.0.name).cmp(&(&b.0.node, &b.0.name)));
+        pods
+    }
+
+    /// The shortened grace period, in seconds.
+    pub(super) fn shortened_grace_seconds(&self) -> i64 {
+        i64::try_from(self.target.options.shortened_grace.as_secs()).unwrap_or(i64::MAX)
+    }
+
+    /// `pod`'s `--shutdown-delay-duration`, read from the template it was created from (the
+    /// real DaemonSet's for its current pods, the saved original for its old ones, the
+    /// backup's for the backup's); the default selfhost's templates set when it has none.
+    fn shutdown_delay(&self, pod: &PodObservation) -> Duration {
+        let backup = self.obs.backup.as_ref();
+        let template = if backup.is_some_and(|b| b.daemonset.pods.iter().any(|p| p.uid == pod.uid))
+        {
+            backup.map(|b| &b.daemonset.template)
+        } else if self.real.is_current(pod) {
+            Some(&self.real.template)
+        } else {
+            backup
+                .and_then(|b| b.record.as_ref().ok())
+                .map(|r| &r.original_template)
+        };
+        template
+            .and_then(|t| template_shutdown_delay(t, self.component()))
+            .or_else(|| go_duration(SHUTDOWN_DELAY).ok())
+            .unwrap_or(Duration::from_secs(5))
+    }
+}
+
+/// The `--shutdown-delay-duration` a template's component runs with, if it sets one.
+fn template_shutdown_delay(template: &PodTemplateSpec, component: Component) -> Option<Duration> {
+    let spec = template.spec.as_ref()?;
+    let container = spec
+        .containers
+        .iter()
+        .find(|c| c.name == component.name())
+        .or_else(|| spec.containers.first())?;
+    let mut line = container.command.clone().unwrap_or_default();
+    line.extend(container.args.clone().unwrap_or_default());
+    let value = flag_value(&line, SHUTDOWN_DELAY_FLAG)?;
+    if value.trim() == "0" || value.trim() == "0s" {
+        return Some(Duration::ZERO);
+    }
+    go_duration(value).ok()
+}
