@@ -273,6 +273,10 @@ impl<'a> Cx<'a> {
             return refusal;
         }
         match backup_daemonset(self.real, self.component(), self.version(), self.now()) {
+            // On two nodes or more the kube-apiserver's backup is a record only (`vacate.rs`).
+            Ok(daemonset) if self.backup_runs_no_pod() => Step::CreateBackup {
+                daemonset: Box::new(self.record_only(daemonset)),
+            },
             Ok(daemonset) => Step::CreateBackup {
                 daemonset: Box::new(daemonset),
             },

@@ -33,6 +33,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -68,6 +69,39 @@ impl Cx<'_> {
         self.component() == Component::ApiServer
             && self.held_strategy().is_some()
             && (self.real.nodes().len() >= 2 || self.real.status.desired >= 2)
+    }
+
+    /// Whether the backup this run creates runs no pod: decided before it exists, on the
+    /// condition [`Cx::vacates_nodes`] reads after the update (the kube-apiserver's rollout
+    /// will be held, on two nodes or more). Each node would be vacated of its backup pod
+    /// before its real pod is replaced, so the backup's pods would never cover anything;
+    /// they would only join every node's shared port at the start, while the node is in the
+    /// load balancer's rotation, and catch connections before they serve (finding M).
+    pub(super) fn backup_runs_no_pod(&self) -> bool {
+        self.component() == Component::ApiServer
+            && self.hold_on_update().is_some()
+            && (self.real.nodes().len() >= 2 || self.real.status.desired >= 2)
+    }
+
+    /// `daemonset` (the backup as [`super::backup_daemonset`] makes it) as a record only:
+    /// every node the real DaemonSet runs on excluded from its node affinity, recorded in
+    /// [`BACKUP_DRAINED_NODES`] as if vacated already (never [`BACKUP_DRAIN_STEP_AT`]: the
+    /// removal has not begun), with the `OnDelete` strategy the vacating writes.
+    pub(super) fn record_only(&self, mut daemonset: DaemonSet) -> DaemonSet {
+        let nodes: BTreeSet<String> = self.real.nodes().into_iter().map(str::to_string).collect();
+        daemonset
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                BACKUP_DRAINED_NODES.to_string(),
+                nodes.iter().cloned().collect::<Vec<_>>().join(","),
+            );
+        if let Some(spec) = daemonset.spec.as_mut() {
+            spec.template = exclude_nodes(&spec.template, &nodes);
+            spec.update_strategy = Some(on_delete());
+        }
+        daemonset
     }
 
     /// The nodes vacated of the backup during the rollout (not its removal at the end).
@@ -145,8 +179,8 @@ impl Cx<'_> {
             why: format!(
                 "selfhost holds the rollout (update strategy OnDelete) so that one node at a \
                  time runs a new pod not yet proven to serve: every other node is settled, and \
-                 the backup has left this one, so it drops out of the load balancer until its \
-                 new pod serves (grace: its {delay}s shutdown delay, then {}s)",
+                 no backup process runs on this one, so it drops out of the load balancer \
+                 until its new pod serves (grace: its {delay}s shutdown delay, then {}s)",
                 self.shortened_grace_seconds()
             ),
         }))
