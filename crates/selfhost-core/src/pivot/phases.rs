@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
 use super::next_step::{Cx, describe};
+use super::rolling_back::process_may_run;
 use super::serving::{
     Serving, identity_publishing, pod_serves, serves_by_identity, serves_despite_its_probe,
     soak_ends_at,
@@ -200,9 +201,20 @@ impl Cx<'_> {
         // their own new pods too, which the controller replaces one at a time.
         let vacated = self.vacated_nodes();
         let on_vacated = |p: &PodObservation| p.node.as_ref().is_some_and(|n| vacated.contains(n));
+        // Where every node is vacated (a record-only backup, `vacate.rs`), nothing proven to
+        // serve is a hazard only if the rollback would take away a process that may serve
+        // unproven: replacing pods that run no process (an image that cannot be pulled, a
+        // crash loop's back-off) takes nothing away. On a freshly booted cluster the old pods
+        // may not be provable yet (whole-second starts), and an unpullable target must still
+        // be rolled back. With backup pods the rule stays as it was: they must serve.
+        let every_node_vacated =
+            !vacated.is_empty() && self.real.nodes().iter().all(|n| vacated.contains(*n));
+        let takes_nothing_away =
+            every_node_vacated && !replaced.iter().any(|p| process_may_run(self.obs, p));
         if serving_backup.is_empty()
             && !kept.iter().any(|p| serves(p))
             && !replaced.iter().any(|p| on_vacated(p) && serves(p))
+            && !takes_nothing_away
         {
             let why: Vec<String> = backup
                 .daemonset
