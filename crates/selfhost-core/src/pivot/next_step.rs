@@ -11,7 +11,9 @@
 //! 3. a rollback of ours newer than the backup, real back on the original → finish it;
 //! 4. real on target → rollout (the apiserver's held node by node, each node vacated of the
 //!    backup first: `vacate.rs`): fail → roll back; complete → remove the backup;
-//! 5. otherwise → wait until the backup serves everywhere, then update the real DaemonSet.
+//! 5. otherwise → wait until the backup serves everywhere, then update the real DaemonSet
+//!    (a record-only backup, the kube-apiserver's on two nodes or more, runs no pod: nothing
+//!    to wait for, `vacate.rs`).
 
 use std::collections::BTreeMap;
 

@@ -29,6 +29,21 @@
 //!
 //! With one node the backup keeps serving on it throughout, as it must: there is no other
 //! node for clients to go to.
+//!
+//! On two nodes or more the backup's pods would therefore never cover anything: the other
+//! nodes serve while one is out of rotation. They would still cost: each joins its node's
+//! shared port at the start, while the node is in the load balancer's rotation, and takes its
+//! share of new connections before it serves (the last failed probes under the measured
+//! hand-over model); and every node waits for its backup to start and prove itself. So where
+//! the rollout will be held and vacated — decided before the backup exists
+//! ([`Cx::backup_runs_no_pod`]: the kube-apiserver, port sharing on the live and the target
+//! templates, the DaemonSet's own strategy not `OnDelete`, two nodes or more) — the backup is
+//! created as a record only ([`Cx::record_only`]): every node already excluded, in
+//! [`BACKUP_DRAINED_NODES`], strategy `OnDelete`. It remains the upgrade's record (target,
+//! original template, our annotations: resume and rollback read it) but runs no pod: the wait
+//! for the backup has nothing to wait for, each node's turn goes straight to its old pod's
+//! deletion, a rollback needs no backup pod, and the removal at the end deletes it at once.
+//! A backup made with pods (an older selfhost, kubeadm's) is vacated node by node as above.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
