@@ -65,7 +65,8 @@ async fn killed_and_resumed(points: &[(&str, &str)]) {
             "the run reached {component}/{step} before it was killed: {events:?}"
         );
         assert_ne!(code, Some(0), "killed runs do not report success");
-        // On three nodes the apiserver's backup says what it is: a record, running no pod.
+        // On three nodes the apiserver's backup says what it is: a record, running no pod;
+        // and `status`, while the upgrade is in progress, says so too.
         if let Some(created) = events.iter().find(|e| {
             e["event"] == "step"
                 && e["component"] == "kube-apiserver"
@@ -77,6 +78,25 @@ async fn killed_and_resumed(points: &[(&str, &str)]) {
                     .is_some_and(|d| d.contains("record only, no pods")),
                 "{created}"
             );
+            // Announced once the backup exists (a step is announced before it acts).
+            if *component == "kube-apiserver" && *step == "update-real" {
+                let kubeconfig = sim.kubeconfig_path().to_path_buf();
+                let out = tokio::task::spawn_blocking(move || {
+                    crate::selfhost()
+                        .env("KUBECONFIG", kubeconfig)
+                        .arg("status")
+                        .output()
+                })
+                .await
+                .expect("joined")
+                .expect("runs");
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    stdout.contains(&format!("in progress to {to}"))
+                        && stdout.contains("record only, no pods"),
+                    "{stdout}"
+                );
+            }
         }
         let (events, code) = apply(&sim, &to, None).await;
         assert_eq!(
