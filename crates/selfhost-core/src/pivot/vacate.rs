@@ -178,6 +178,12 @@ impl Cx<'_> {
         {
             return Turn::Wait;
         }
+        if self.serving_elsewhere(node).is_none() {
+            // The node leaves the load balancer when its old pod goes: only while another
+            // node is proven to serve (a stale Ready on a NotReady node proves nothing). A
+            // record-only backup never vacated the node, which is where this was checked.
+            return Turn::Wait;
+        }
         let own = old
             .termination_grace_seconds
             .unwrap_or(crate::daemonset::APISERVER_GRACE_SECONDS);
@@ -271,7 +277,28 @@ impl Cx<'_> {
                 )
             });
         pending.extend(waiting);
+        if self.vacates_nodes()
+            && let Some(node) = self.next_old_pod_node()
+            && vacated.contains(node)
+            && self.serving_elsewhere(node).is_none()
+        {
+            pending.push(format!(
+                "{node}: its old pod goes once a kube-apiserver on another Ready node is proven \
+                 to serve (the node leaves the load balancer when it goes)"
+            ));
+        }
         pending
+    }
+
+    /// The node of the old real pod the held rollout replaces next (the order of
+    /// `replace_on_delete`), if one is left.
+    fn next_old_pod_node(&self) -> Option<&str> {
+        self.real
+            .pods
+            .iter()
+            .filter(|pod| !self.real.is_current(pod) && !pod.is_terminating())
+            .min_by(|a, b| (&a.node, &a.name).cmp(&(&b.node, &b.name)))
+            .and_then(|pod| pod.node.as_deref())
     }
 
     /// A Terminating kube-apiserver on a vacated node that would linger past the shortened

@@ -195,6 +195,17 @@ fn each_nodes_turn_goes_straight_to_its_old_pods_deletion() {
             ],
         ),
         row(
+            "the other nodes NotReady (their pods' Ready is stale): the first old pod stays",
+            rolling(3)
+                .node_not_ready("cp-2")
+                .node_not_ready("cp-3")
+                .at(UPDATE_AT + 1)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["cp-1: its old pod goes once a kube-apiserver on another Ready node is proven"],
+        ),
+        row(
             "the first node's new pod does not serve yet: the next node waits",
             rolling(3)
                 .new_pod("cp-1", Pod::ReadyNoIdentity { started: 40 })
