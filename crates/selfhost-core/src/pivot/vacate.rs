@@ -42,7 +42,8 @@
 //! [`BACKUP_DRAINED_NODES`], strategy `OnDelete`. It remains the upgrade's record (target,
 //! original template, our annotations: resume and rollback read it) but runs no pod: the wait
 //! for the backup has nothing to wait for, each node's turn goes straight to its old pod's
-//! deletion, a rollback needs no backup pod, and the removal at the end deletes it at once.
+//! deletion (still only while another Ready node is proven to serve), a rollback needs no
+//! backup pod, and the removal at the end deletes it at once.
 //! A backup made with pods (an older selfhost, kubeadm's) is vacated node by node as above.
 
 use std::collections::BTreeSet;
