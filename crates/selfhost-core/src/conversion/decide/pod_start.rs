@@ -2,22 +2,15 @@
 //! started at least once (so its image is on the node).
 
 use crate::observation::PodObservation;
-
-/// Waiting reasons of a container that will not start without someone changing something.
-const STUCK_REASONS: [&str; 6] = [
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "ErrImageNeverPull",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-];
+// Waiting reasons of a container that will not start without someone changing something: the
+// same that make a rollout fail at once.
+use crate::rollout::IMAGE_FAILURE_REASONS;
 
 /// Why the pod cannot start, if it is stuck (a pull that fails, a bad configuration).
 pub fn stuck(pod: &PodObservation) -> Option<String> {
     pod.containers.iter().find_map(|c| {
         let reason = c.state.waiting_reason()?;
-        STUCK_REASONS.contains(&reason).then(|| {
+        IMAGE_FAILURE_REASONS.contains(&reason).then(|| {
             let node = pod.node.as_deref().unwrap_or("(unscheduled)");
             format!("{node}: pod {} cannot start: {reason}", pod.name)
         })
