@@ -207,13 +207,25 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
                         .to_string(),
                 );
                 out.explanation.push(
-                    "each node is vacated of the backup just before its old kube-apiserver is \
-                     replaced, so it leaves the load balancer while the new one starts and \
-                     joins again once it passes /readyz: no client connection reaches a \
-                     kube-apiserver that has not finished starting (this adds one shutdown \
-                     delay per node)"
+                    "each node leaves the load balancer while its old kube-apiserver is \
+                     replaced (the old process fails /readyz from its SIGTERM on, for its \
+                     shutdown delay) and joins again once the new one passes /readyz: no \
+                     client connection reaches a kube-apiserver that has not finished starting \
+                     (this adds one shutdown delay per node)"
                         .to_string(),
                 );
+                if shape.target_shares_port {
+                    out.explanation.push(
+                        "the backup DaemonSet is a record only, with no pods (the target, the \
+                         original template and the upgrade's progress, for resume and \
+                         rollback): on several nodes the other nodes serve while one is \
+                         replaced, and a backup process would only join nodes still in the \
+                         load balancer's rotation, catching connections before it serves; so \
+                         the update follows the backup at once, and the backup is deleted at \
+                         once at the end"
+                            .to_string(),
+                    );
+                }
             } else {
                 out.explanation.push(
                     "without port sharing on the live template each node is out of service \
@@ -223,8 +235,9 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
                 );
             }
             out.explanation.push(if shape.live_shares_port {
-                "the backup is removed one node at a time (the node being vacated above), so \
-                 that only one node at a time has a stopping backup kube-apiserver failing its \
+                "a backup with pods (made by an earlier selfhost) leaves each node before its \
+                 old kube-apiserver is replaced, and is removed one node at a time, so that \
+                 only one node at a time has a stopping backup kube-apiserver failing its \
                  load-balancer health checks"
                     .to_string()
             } else {

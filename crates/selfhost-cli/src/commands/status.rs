@@ -22,6 +22,23 @@ struct ComponentStatus {
     versions: Vec<(String, Vec<String>)>,
     backup: Option<String>,
     upgrading_to: Option<String>,
+    /// What the backup runs, for the text table: a record-only backup has no pods.
+    #[serde(skip)]
+    backup_runs: Option<&'static str>,
+}
+
+/// A backup made as a record only (`selfhost_core::pivot`: on several nodes the
+/// kube-apiserver's backup runs no pod), or one whose pods have all left during the rollout.
+fn record_only(obs: &Observation) -> bool {
+    obs.backup.as_ref().is_some_and(|b| {
+        b.daemonset.pods.is_empty()
+            && b.daemonset
+                .annotation(selfhost_core::pivot::BACKUP_DRAINED_NODES)
+                .is_some()
+            && b.daemonset
+                .annotation(selfhost_core::pivot::BACKUP_DRAIN_STEP_AT)
+                .is_none()
+    })
 }
 
 fn tag(image: &str) -> String {
@@ -64,6 +81,10 @@ fn status_of(obs: &Observation) -> ComponentStatus {
         versions,
         backup: obs.backup.as_ref().map(|b| b.daemonset.name.clone()),
         upgrading_to,
+        backup_runs: record_only(obs).then_some(
+            "backup DaemonSet: record only, no pods (on several nodes the other nodes serve \
+             while one is replaced)",
+        ),
     }
 }
 
@@ -105,9 +126,11 @@ pub async fn run(global: &GlobalArgs, _args: &StatusArgs) -> Result<Outcome, Cli
                         } else {
                             versions
                         },
-                        s.upgrading_to
-                            .clone()
-                            .map_or_else(|| "-".into(), |t| format!("in progress to {t}")),
+                        match (&s.upgrading_to, s.backup_runs) {
+                            (None, _) => "-".into(),
+                            (Some(t), None) => format!("in progress to {t}"),
+                            (Some(t), Some(backup)) => format!("in progress to {t}; {backup}"),
+                        },
                     ]
                 })
                 .collect();

@@ -90,7 +90,7 @@ fn the_cost_follows_from_nodes_port_sharing_and_identity_leases() {
             ApiImpact::None,
             None,
             false,
-            "each node is vacated of the backup just before its old kube-apiserver is replaced",
+            "the backup DaemonSet is a record only, with no pods",
         ),
         (
             ApiServer,
@@ -98,7 +98,7 @@ fn the_cost_follows_from_nodes_port_sharing_and_identity_leases() {
             ApiImpact::None,
             None,
             false,
-            "the backup is removed one node at a time",
+            "each node leaves the load balancer while its old kube-apiserver is replaced",
         ),
         (
             ControllerManager,

@@ -2,7 +2,9 @@
 //!
 //! [`next_step`] is the whole upgrade of one component (DESIGN.md §3): back up the real
 //! DaemonSet, wait until the backup really serves, update the real DaemonSet, wait for its
-//! rollout, remove the backup, verify — or roll back. It is a pure function of an
+//! rollout, remove the backup, verify — or roll back. (One departure from DESIGN.md: on two
+//! nodes or more the kube-apiserver's backup is a record only, with no pods, and there is
+//! nothing to wait for; the other nodes serve while one is replaced. See `vacate.rs`.) It is a pure function of an
 //! [`Observation`] and a [`Target`]; the engine reads the cluster, calls it, performs the
 //! returned [`Step`] (one API action, or one wait on a named condition), and reads again. What
 //! a run must remember between steps lives in the cluster, written by the steps themselves:
@@ -17,6 +19,7 @@
 //! | real DaemonSet | [`ROLLBACK_STARTED_AT`], [`ROLLBACK_REASON`]: a rollback and why | [`Step::RollBack`] |
 //! | backup DaemonSet | [`BACKUP_DRAINED_NODES`], [`BACKUP_DRAIN_STEP_AT`]: the backup's removal node by node (`drain.rs`) | [`Step::DrainBackupNode`] |
 //! | backup DaemonSet | [`BACKUP_DRAINED_NODES`] alone: nodes vacated of the backup during the held rollout, before their real pod is replaced (`vacate.rs`) | [`Step::DrainBackupNode`] |
+//! | backup DaemonSet | [`BACKUP_DRAINED_NODES`] alone, every node, from the start: the kube-apiserver's backup on two nodes or more is a record only and runs no pod (`vacate.rs`) | [`Step::CreateBackup`] |
 //! | real DaemonSet | [`HELD_UPDATE_STRATEGY`]: the strategy `OnDelete` replaced while the apiserver's rollout is held (`hold.rs`) | [`Step::UpdateReal`]; removed by [`Step::RestoreUpdateStrategy`], [`Step::RollBack`] |
 //!
 //! All our times are written with the engine's clock, the one [`Observation::now`] comes

@@ -11,7 +11,9 @@
 //! 3. a rollback of ours newer than the backup, real back on the original → finish it;
 //! 4. real on target → rollout (the apiserver's held node by node, each node vacated of the
 //!    backup first: `vacate.rs`): fail → roll back; complete → remove the backup;
-//! 5. otherwise → wait until the backup serves everywhere, then update the real DaemonSet.
+//! 5. otherwise → wait until the backup serves everywhere, then update the real DaemonSet
+//!    (a record-only backup, the kube-apiserver's on two nodes or more, runs no pod: nothing
+//!    to wait for, `vacate.rs`).
 
 use std::collections::BTreeMap;
 
@@ -273,6 +275,10 @@ impl<'a> Cx<'a> {
             return refusal;
         }
         match backup_daemonset(self.real, self.component(), self.version(), self.now()) {
+            // On two nodes or more the kube-apiserver's backup is a record only (`vacate.rs`).
+            Ok(daemonset) if self.backup_runs_no_pod() => Step::CreateBackup {
+                daemonset: Box::new(self.record_only(daemonset)),
+            },
             Ok(daemonset) => Step::CreateBackup {
                 daemonset: Box::new(daemonset),
             },

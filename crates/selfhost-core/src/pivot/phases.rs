@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
 use super::next_step::{Cx, describe};
+use super::rolling_back::process_may_run;
 use super::serving::{
     Serving, identity_publishing, pod_serves, serves_by_identity, serves_despite_its_probe,
     soak_ends_at,
@@ -200,9 +201,20 @@ impl Cx<'_> {
         // their own new pods too, which the controller replaces one at a time.
         let vacated = self.vacated_nodes();
         let on_vacated = |p: &PodObservation| p.node.as_ref().is_some_and(|n| vacated.contains(n));
+        // Where every node is vacated (a record-only backup, `vacate.rs`), nothing proven to
+        // serve is a hazard only if the rollback would take away a process that may serve
+        // unproven: replacing pods that run no process (an image that cannot be pulled, a
+        // crash loop's back-off) takes nothing away. On a freshly booted cluster the old pods
+        // may not be provable yet (whole-second starts), and an unpullable target must still
+        // be rolled back. With backup pods the rule stays as it was: they must serve.
+        let every_node_vacated =
+            !vacated.is_empty() && self.real.nodes().iter().all(|n| vacated.contains(*n));
+        let takes_nothing_away =
+            every_node_vacated && !replaced.iter().any(|p| process_may_run(self.obs, p));
         if serving_backup.is_empty()
             && !kept.iter().any(|p| serves(p))
             && !replaced.iter().any(|p| on_vacated(p) && serves(p))
+            && !takes_nothing_away
         {
             let why: Vec<String> = backup
                 .daemonset
@@ -244,21 +256,24 @@ impl Cx<'_> {
     ) -> Step {
         let shape = ClusterShape::observe(self.obs, &self.target.template);
         let exclusive = !shape.live_shares_port;
+        // The refusals first: they do not depend on the backup, and a record-only backup
+        // (`vacate.rs`) made for a target that shares the port must not wait for pods it
+        // will never run when the target no longer does.
+        let expected = expected_disruption(self.component(), &shape);
+        if let Some(blocked) = expected.blocked {
+            return Step::Refuse {
+                reason: blocked,
+                fix: "render the target with --permit-port-sharing=true".into(),
+            };
+        }
+        if expected.requires_accept_downtime && !self.target.options.accept_downtime {
+            return Step::Refuse {
+                reason: expected.explanation.join("; "),
+                fix: "re-run with --accept-downtime to accept it".into(),
+            };
+        }
         let pending = self.backup_pending(backup, exclusive);
         if pending.is_empty() {
-            let expected = expected_disruption(self.component(), &shape);
-            if let Some(blocked) = expected.blocked {
-                return Step::Refuse {
-                    reason: blocked,
-                    fix: "render the target with --permit-port-sharing=true".into(),
-                };
-            }
-            if expected.requires_accept_downtime && !self.target.options.accept_downtime {
-                return Step::Refuse {
-                    reason: expected.explanation.join("; "),
-                    fix: "re-run with --accept-downtime to accept it".into(),
-                };
-            }
             return self.update_to_target(backup);
         }
         let signals = failure_signals(
@@ -336,7 +351,24 @@ impl Cx<'_> {
         }
         let name = container_name(self.obs);
         let mut pending = Vec::new();
+        // A record-only backup (`vacate.rs`) runs no pod: on two nodes or more the other nodes
+        // serve while one is out of rotation, and a backup process would only join nodes
+        // still in it. Nothing to wait for on its excluded nodes, as long as the rollout will
+        // be held and vacated as the backup was made for.
+        let excluded = self.vacated_nodes();
+        let record_only = self.backup_runs_no_pod();
         for node in nodes {
+            if excluded.contains(node) {
+                if !record_only {
+                    pending.push(format!(
+                        "{node}: excluded from the backup {} (made as a record only, for a \
+                         rollout held node by node on several nodes), but this rollout would \
+                         not be: the node has no backup pod to cover it",
+                        backup.daemonset.name
+                    ));
+                }
+                continue;
+            }
             let pods: Vec<&PodObservation> = backup
                 .daemonset
                 .pods_on(node)

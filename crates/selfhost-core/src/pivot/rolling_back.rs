@@ -195,6 +195,12 @@ impl Cx<'_> {
 /// nor does a NotReady node, whose kubelet's report is stale, or an identity Lease that two
 /// processes on one host take over from each other.
 fn backup_pod_may_serve(obs: &Observation, pod: &PodObservation) -> bool {
+    process_may_run(obs, pod)
+}
+
+/// Whether `pod`'s main process may run, and so serve: it is not being deleted, and its
+/// container runs or its state is unknown.
+pub(super) fn process_may_run(obs: &Observation, pod: &PodObservation) -> bool {
     !pod.is_terminating()
         && pod.main_container(obs.component.name()).is_none_or(|c| {
             matches!(

@@ -262,10 +262,24 @@ impl Step {
     pub fn description(&self) -> String {
         match self {
             Step::Done { summary } => format!("done: {summary}"),
-            Step::CreateBackup { daemonset } => format!(
-                "create backup DaemonSet {}",
-                daemonset.metadata.name.as_deref().unwrap_or_default()
-            ),
+            Step::CreateBackup { daemonset } => {
+                let name = daemonset.metadata.name.as_deref().unwrap_or_default();
+                let record_only = daemonset
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(super::BACKUP_DRAINED_NODES));
+                if record_only {
+                    format!(
+                        "create backup DaemonSet {name} (record only, no pods: on several \
+                         nodes the other nodes serve while one is replaced, out of the load \
+                         balancer's rotation; a backup process would only join nodes still in \
+                         it, and catch connections before it serves)"
+                    )
+                } else {
+                    format!("create backup DaemonSet {name}")
+                }
+            }
             Step::AdoptBackup { name, why, .. } => format!("adopt backup {name}: {why}"),
             Step::WaitForBackup(wait)
             | Step::WaitForRollout(wait)

@@ -29,10 +29,27 @@
 //!
 //! With one node the backup keeps serving on it throughout, as it must: there is no other
 //! node for clients to go to.
+//!
+//! On two nodes or more the backup's pods would therefore never cover anything: the other
+//! nodes serve while one is out of rotation. They would still cost: each joins its node's
+//! shared port at the start, while the node is in the load balancer's rotation, and takes its
+//! share of new connections before it serves (the last failed probes under the measured
+//! hand-over model); and every node waits for its backup to start and prove itself. So where
+//! the rollout will be held and vacated — decided before the backup exists
+//! ([`Cx::backup_runs_no_pod`]: the kube-apiserver, port sharing on the live and the target
+//! templates, the DaemonSet's own strategy not `OnDelete`, two nodes or more) — the backup is
+//! created as a record only ([`Cx::record_only`]): every node already excluded, in
+//! [`BACKUP_DRAINED_NODES`], strategy `OnDelete`. It remains the upgrade's record (target,
+//! original template, our annotations: resume and rollback read it) but runs no pod: the wait
+//! for the backup has nothing to wait for, each node's turn goes straight to its old pod's
+//! deletion (still only while another Ready node is proven to serve), a rollback needs no
+//! backup pod, and the removal at the end deletes it at once.
+//! A backup made with pods (an older selfhost, kubeadm's) is vacated node by node as above.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -68,6 +85,39 @@ impl Cx<'_> {
         self.component() == Component::ApiServer
             && self.held_strategy().is_some()
             && (self.real.nodes().len() >= 2 || self.real.status.desired >= 2)
+    }
+
+    /// Whether the backup this run creates runs no pod: decided before it exists, on the
+    /// condition [`Cx::vacates_nodes`] reads after the update (the kube-apiserver's rollout
+    /// will be held, on two nodes or more). Each node would be vacated of its backup pod
+    /// before its real pod is replaced, so the backup's pods would never cover anything;
+    /// they would only join every node's shared port at the start, while the node is in the
+    /// load balancer's rotation, and catch connections before they serve (finding M).
+    pub(super) fn backup_runs_no_pod(&self) -> bool {
+        self.component() == Component::ApiServer
+            && self.hold_on_update().is_some()
+            && (self.real.nodes().len() >= 2 || self.real.status.desired >= 2)
+    }
+
+    /// `daemonset` (the backup as [`super::backup_daemonset`] makes it) as a record only:
+    /// every node the real DaemonSet runs on excluded from its node affinity, recorded in
+    /// [`BACKUP_DRAINED_NODES`] as if vacated already (never [`BACKUP_DRAIN_STEP_AT`]: the
+    /// removal has not begun), with the `OnDelete` strategy the vacating writes.
+    pub(super) fn record_only(&self, mut daemonset: DaemonSet) -> DaemonSet {
+        let nodes: BTreeSet<String> = self.real.nodes().into_iter().map(str::to_string).collect();
+        daemonset
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                BACKUP_DRAINED_NODES.to_string(),
+                nodes.iter().cloned().collect::<Vec<_>>().join(","),
+            );
+        if let Some(spec) = daemonset.spec.as_mut() {
+            spec.template = exclude_nodes(&spec.template, &nodes);
+            spec.update_strategy = Some(on_delete());
+        }
+        daemonset
     }
 
     /// The nodes vacated of the backup during the rollout (not its removal at the end).
@@ -129,6 +179,12 @@ impl Cx<'_> {
         {
             return Turn::Wait;
         }
+        if self.serving_elsewhere(node).is_none() {
+            // The node leaves the load balancer when its old pod goes: only while another
+            // node is proven to serve (a stale Ready on a NotReady node proves nothing). A
+            // record-only backup never vacated the node, which is where this was checked.
+            return Turn::Wait;
+        }
         let own = old
             .termination_grace_seconds
             .unwrap_or(crate::daemonset::APISERVER_GRACE_SECONDS);
@@ -145,8 +201,8 @@ impl Cx<'_> {
             why: format!(
                 "selfhost holds the rollout (update strategy OnDelete) so that one node at a \
                  time runs a new pod not yet proven to serve: every other node is settled, and \
-                 the backup has left this one, so it drops out of the load balancer until its \
-                 new pod serves (grace: its {delay}s shutdown delay, then {}s)",
+                 no backup process runs on this one, so it drops out of the load balancer \
+                 until its new pod serves (grace: its {delay}s shutdown delay, then {}s)",
                 self.shortened_grace_seconds()
             ),
         }))
@@ -222,7 +278,28 @@ impl Cx<'_> {
                 )
             });
         pending.extend(waiting);
+        if self.vacates_nodes()
+            && let Some(node) = self.next_old_pod_node()
+            && vacated.contains(node)
+            && self.serving_elsewhere(node).is_none()
+        {
+            pending.push(format!(
+                "{node}: its old pod goes once a kube-apiserver on another Ready node is proven \
+                 to serve (the node leaves the load balancer when it goes)"
+            ));
+        }
         pending
+    }
+
+    /// The node of the old real pod the held rollout replaces next (the order of
+    /// `replace_on_delete`), if one is left.
+    fn next_old_pod_node(&self) -> Option<&str> {
+        self.real
+            .pods
+            .iter()
+            .filter(|pod| !self.real.is_current(pod) && !pod.is_terminating())
+            .min_by(|a, b| (&a.node, &a.name).cmp(&(&b.node, &b.name)))
+            .and_then(|pod| pod.node.as_deref())
     }
 
     /// A Terminating kube-apiserver on a vacated node that would linger past the shortened

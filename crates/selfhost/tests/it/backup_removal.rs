@@ -1,9 +1,10 @@
-//! The backup's removal, one node at a time: on three nodes under the measured hand-over
-//! model, each node is vacated of the backup just before its old kube-apiserver goes (the held
-//! rollout, `vacate.rs`), no two backup kube-apiservers are ever stopping together, and no
-//! probe fails — in particular none is refused by a load balancer that found no node whose
-//! `/readyz` passed (the backup's processes fail it on purpose in their shutdown delay, and
-//! each node's kernel hands a check to either process on the shared port).
+//! The backup's removal on several nodes under the measured hand-over model. Since the
+//! backup of the kube-apiserver is a record only on two nodes or more (`vacate.rs`,
+//! `record_only`), there is nothing to remove node by node: no backup kube-apiserver pod ever
+//! exists, each node's old pod goes in its turn, the DaemonSet is deleted at once at the end,
+//! and no probe fails — in particular none is refused by a load balancer that found no node
+//! whose `/readyz` passed. (A backup with pods, made by an older selfhost, is still vacated
+//! node by node and removed one node at a time: `pivot::tests::vacate` and `drain`.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -24,8 +25,8 @@ use crate::upgrade::{ONE_PROBED_UPGRADE_AT_A_TIME, TO, cluster, images, on, run_
 const REMOVAL_STEPS: [&str; 3] = ["drain-backup-node", "remove-backup", "wait-for-backup-gone"];
 
 /// Samples the apiserver backup's pods every 20 ms until told to stop and returns the most
-/// that were Terminating at once.
-fn count_stopping_backup_pods(
+/// that existed at once.
+fn count_backup_pods(
     client: kube::Client,
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<usize> {
@@ -35,12 +36,7 @@ fn count_stopping_backup_pods(
         let most = AtomicUsize::new(0);
         while !stop.load(Ordering::Relaxed) {
             if let Ok(list) = pods.list(&params).await {
-                let stopping = list
-                    .items
-                    .iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_some())
-                    .count();
-                most.fetch_max(stopping, Ordering::Relaxed);
+                most.fetch_max(list.items.len(), Ordering::Relaxed);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -80,7 +76,7 @@ fn removal_time(steps: &[(f64, String)]) -> Option<f64> {
     Some(end.0 - steps[first].0)
 }
 
-async fn removed_node_by_node(nodes: usize) {
+async fn upgraded_with_no_backup_pod(nodes: usize) {
     let _one = ONE_PROBED_UPGRADE_AT_A_TIME.lock().await;
     let sim = cluster(nodes).await;
     // The load balancer's first checks must have passed before the prober starts: a
@@ -101,12 +97,12 @@ async fn removed_node_by_node(nodes: usize) {
         .await
         .expect("prober");
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = count_stopping_backup_pods(sim.client(), stop.clone());
+    let sampler = count_backup_pods(sim.client(), stop.clone());
     let started = Instant::now();
     let (report, events, base) = run_upgrade(&sim, TO, ApplyOptions::default()).await;
     let probes = prober.stop().await;
     stop.store(true, Ordering::Relaxed);
-    let most_stopping = sampler.await.expect("sampler");
+    let most_backup_pods = sampler.await.expect("sampler");
     assert_eq!(report.outcome, RunOutcome::Done);
     assert_eq!(images(&sim).await, (on(TO), false));
 
@@ -139,36 +135,30 @@ async fn removed_node_by_node(nodes: usize) {
         .chain(&probes.writes.samples)
         .filter(|s| !s.ok && s.caught_by == Some(CaughtBy::Refused))
         .count();
-    // The figures of docs/reliability.md (finding J), shown with `--nocapture`.
+    // The figures of docs/reliability.md (findings L and M), shown with `--nocapture`.
     println!(
         "{nodes} nodes: upgrade {:.2} s, apiserver backup removal {:.2} s, {} failed probes \
-         ({refused} refused), at most {most_stopping} backup pods stopping at once",
+         ({refused} refused), at most {most_backup_pods} backup pods at once",
         events.last().map_or(0.0, |e| e.at),
         removal_time(&steps).unwrap_or(f64::NAN),
         failed.len()
     );
-    // Each node is vacated of the backup right before its old pod is deleted: the rollout's
-    // steps alternate, one node at a time, and the removal at the end finds no pod left.
-    // (A node's delete-old-pod steps come in a run: its old pod, then shortening the
-    // backup's stopping pod once the new one serves.)
-    let mut turns: Vec<&str> = steps
-        .iter()
-        .map(|(_, s)| s.as_str())
-        .filter(|s| *s == "drain-backup-node" || *s == "delete-old-pod")
-        .collect();
-    turns.dedup();
-    let alternating: Vec<&str> = ["drain-backup-node", "delete-old-pod"]
-        .into_iter()
-        .cycle()
-        .take(2 * nodes)
-        .collect();
-    assert_eq!(
-        turns, alternating,
-        "every node vacated, then its old pod deleted: {steps:?}"
-    );
+    // What a user sees: the backup DaemonSet made as a record, no backup pod anywhere, each
+    // node's old pod deleted in its turn, the backup deleted at once at the end.
+    assert_eq!(most_backup_pods, 0, "backup pods existed: {steps:?}");
+    let names: Vec<&str> = steps.iter().map(|(_, s)| s.as_str()).collect();
+    for absent in ["wait-for-backup", "drain-backup-node"] {
+        assert!(!names.contains(&absent), "{absent} in {names:?}");
+    }
+    let deleted = names.iter().filter(|s| **s == "delete-old-pod").count();
     assert!(
-        most_stopping <= 1,
-        "{most_stopping} backup pods were stopping at once"
+        deleted >= nodes,
+        "{deleted} old pods deleted on {nodes} nodes: {names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|s| **s == "remove-backup").count(),
+        1,
+        "{names:?}"
     );
     assert!(
         failed.is_empty(),
@@ -184,11 +174,11 @@ async fn removed_node_by_node(nodes: usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_lose_their_backup_one_at_a_time_without_a_failed_probe() {
-    removed_node_by_node(3).await;
+async fn three_nodes_run_no_backup_pod_and_fail_no_probe() {
+    upgraded_with_no_backup_pod(3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn five_nodes_lose_their_backup_one_at_a_time_without_a_failed_probe() {
-    removed_node_by_node(5).await;
+async fn five_nodes_run_no_backup_pod_and_fail_no_probe() {
+    upgraded_with_no_backup_pod(5).await;
 }

@@ -67,33 +67,6 @@ pub fn init_tracing() {
         .try_init();
 }
 
-/// Whether a failed probe was caught by a kube-apiserver process before it first served: a
-/// process joining a node's shared port takes its share of new connections in its
-/// listen-before-serve window (the measured hand-over model), which no engine can prevent.
-pub fn caught_before_serving(caught: Option<&selfhost_sim::cluster::CaughtBy>) -> bool {
-    matches!(
-        caught,
-        Some(selfhost_sim::cluster::CaughtBy::Process {
-            had_served: false,
-            ..
-        })
-    )
-}
-
-/// Whether a failed probe was caught by a *backup* kube-apiserver process before it first
-/// served: the backup's pods join every node's shared port while the node is in the load
-/// balancer's rotation — inherent to the backup pivot, for there is nothing yet to take the
-/// node out of rotation for. Every other process joins a node the engine has taken out of
-/// rotation first (`vacate.rs`), so it catches nothing.
-pub fn caught_by_a_joining_backup(caught: Option<&selfhost_sim::cluster::CaughtBy>) -> bool {
-    let backup = format!("{}-", selfhost_core::Component::ApiServer.backup_name());
-    caught_before_serving(caught)
-        && matches!(
-            caught,
-            Some(selfhost_sim::cluster::CaughtBy::Process { pod, .. }) if pod.starts_with(&backup)
-        )
-}
-
 /// Plans the upgrade of `sim` to `to` afresh and applies it with `options`. Every event is
 /// printed (shown only when the test fails: the run as the engine saw it) and handed to
 /// `on_event` with the run's token, which may stop the run as Ctrl-C does. Returns the

@@ -4,7 +4,9 @@
 //! and the restored pods never serve at all — the original image turns never-Ready once the
 //! update is written, so every process started after it, the rollback's included, never
 //! finishes starting — and the run must keep the backup: the API never down, the rollback
-//! reported failing (exit 4), the backup left.
+//! reported failing (exit 4), the backup left. On one node the backup's process is what keeps
+//! serving; on two the backup is a record only (no pod: `vacate.rs`) and the other node's
+//! untouched old pod serves while the failed node stays out of the load balancer.
 
 use std::time::Duration;
 
@@ -91,7 +93,8 @@ async fn a_rollback_keeps_the_backup_while_the_restored_apiservers_do_not_serve(
             sim.store()
                 .get_opt(&resources::DAEMONSETS, "kube-system", &backup)
                 .is_some(),
-            "{nodes} node(s): the backup {backup} keeps serving"
+            "{nodes} node(s): the backup {backup} is left (on one node it keeps serving; on \
+             two it is a record only, and the untouched old pod of the other node serves)"
         );
     }
 }
