@@ -403,6 +403,7 @@ mod tests {
             daemonset_pod_serving: Err("cp-1: no DaemonSet pod".into()),
             lease_hand_over: None,
             leader: Ok(()),
+            leader_here_acquired: None,
         };
         (root, files, obs)
     }

@@ -22,8 +22,8 @@ use selfhost_core::conversion::decide::{LeaseHandOver, NodeComponent};
 use selfhost_core::conversion::{NODE_GATE_VALUE, is_gated, node_gate_label, permits_port_sharing};
 use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
 use selfhost_core::observation::{
-    ApiHealth, DaemonSetObservation, IDENTITY_LABEL, KnownStart, LeaderLease, NodeObservation,
-    Observation, PodObservation,
+    ApiHealth, DaemonSetObservation, IDENTITY_LABEL, IdentitySighting, KnownStart, LeaderLease,
+    NodeObservation, Observation, PodObservation,
 };
 use selfhost_core::pivot::{LEADER_ELECT_FLAG, PivotOptions, Target, pod_serves};
 use selfhost_core::version::KubeVersion;
@@ -338,6 +338,80 @@ impl ConversionView {
             .collect()
     }
 
+    /// The DaemonSet of `component` with the pods it owns, if it exists.
+    fn daemonset_observation(&self, component: Component) -> Option<DaemonSetObservation> {
+        let live = self.daemonset(component)?;
+        let uid = live.metadata.uid.as_deref();
+        let owned: Vec<Pod> = self
+            .pods
+            .state()
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| Some(r.uid.as_str()) == uid)
+            })
+            .map(|p| (**p).clone())
+            .collect();
+        Some(DaemonSetObservation::from_daemonset(&live, &owned))
+    }
+
+    /// What the serving judgement and the Lease hand-over of `component` read. It sees every
+    /// process of the component, the DaemonSet pods and the static pods, so that one cannot
+    /// vouch for the other, and a leader Lease is handed over only when no process on its
+    /// holder's node may be the holder.
+    fn judged(
+        &self,
+        component: Component,
+        now: Timestamp,
+        nodes: &[NodeObservation],
+        identity_leases: &[IdentitySighting],
+    ) -> Observation {
+        let mut everyone = self
+            .daemonset_observation(component)
+            .unwrap_or_else(|| DaemonSetObservation::from_daemonset(&DaemonSet::default(), &[]));
+        everyone.pods.extend(
+            self.mirrors_of(component)
+                .iter()
+                .map(|p| PodObservation::from_pod(p)),
+        );
+        Observation {
+            component,
+            now,
+            real: Some(everyone),
+            backup: None,
+            nodes: nodes.to_vec(),
+            api: ApiHealth::default(),
+            identity_leases: identity_leases.to_vec(),
+            leader_lease: self.leader_lease(component),
+            known_starts: self.known_starts(component),
+            stopped: Vec::new(),
+        }
+    }
+
+    /// A leader Lease to hand over first: `judged`'s component's own, else that of any other
+    /// leader-elected component. A controller-manager or scheduler leader whose node's
+    /// kube-apiserver is being converted cannot renew (it talks to that apiserver) and may
+    /// exit; its Lease would keep every standby waiting until it expires, whichever
+    /// component the run is converting at that moment.
+    fn lease_hand_over(
+        &self,
+        judged: &Observation,
+        nodes: &[NodeObservation],
+        identity_leases: &[IdentitySighting],
+    ) -> Option<LeaseHandOver> {
+        LeaseHandOver::find(judged).or_else(|| {
+            Component::ALL
+                .into_iter()
+                .filter(|other| *other != judged.component && other.leader_lease_name().is_some())
+                .find_map(|other| {
+                    LeaseHandOver::find(&self.judged(other, judged.now, nodes, identity_leases))
+                })
+        })
+    }
+
     /// One observation of `component` on `node`.
     pub fn observe(
         &mut self,
@@ -350,23 +424,7 @@ impl ConversionView {
         let manifest = files.manifest(component)?;
         let backup = files.backup(component)?;
         let live = self.daemonset(component);
-        let daemonset = live.as_ref().map(|ds| {
-            let uid = ds.metadata.uid.as_deref();
-            let owned: Vec<Pod> = self
-                .pods
-                .state()
-                .iter()
-                .filter(|p| {
-                    p.metadata
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .any(|r| Some(r.uid.as_str()) == uid)
-                })
-                .map(|p| (**p).clone())
-                .collect();
-            DaemonSetObservation::from_daemonset(ds, &owned)
-        });
+        let daemonset = self.daemonset_observation(component);
         let mirror_pod = self.mirror(component, node);
         let mirror_permits_port_sharing = mirror_pod
             .as_ref()
@@ -401,30 +459,7 @@ impl ConversionView {
             })
             .map(|n| NodeObservation::from_node(n))
             .collect();
-        // The serving judgement sees every process of the component: the DaemonSet pods and
-        // the static pods, so that one cannot vouch for the other, and a leader Lease is
-        // handed over only when no process on its holder's node may be the holder.
-        let mut everyone = daemonset
-            .clone()
-            .unwrap_or_else(|| DaemonSetObservation::from_daemonset(&DaemonSet::default(), &[]));
-        everyone.pods.extend(
-            self.mirrors_of(component)
-                .iter()
-                .map(|p| PodObservation::from_pod(p)),
-        );
-        let leader_lease = self.leader_lease(component);
-        let judged = Observation {
-            component,
-            now,
-            real: Some(everyone),
-            backup: None,
-            nodes,
-            api: ApiHealth::default(),
-            identity_leases,
-            leader_lease,
-            known_starts: self.known_starts(component),
-            stopped: Vec::new(),
-        };
+        let judged = self.judged(component, now, &nodes, &identity_leases);
         let target = Target {
             // Serving is judged without regard to versions; the target only lends its options.
             version: KubeVersion::new(1, 0, 0),
@@ -484,8 +519,13 @@ impl ConversionView {
             mirror,
             mirror_serving,
             daemonset_pod_serving,
-            lease_hand_over: LeaseHandOver::find(&judged),
+            lease_hand_over: self.lease_hand_over(&judged, &nodes, &identity_leases),
             leader,
+            leader_here_acquired: judged
+                .leader_lease
+                .as_ref()
+                .filter(|lease| lease.holder_hostname() == Some(node))
+                .and_then(|lease| lease.acquire_time),
         })
     }
 }

@@ -50,6 +50,9 @@ pub struct NodeComponent {
     /// Whether a live leader holds the component's Lease (`Ok` for the apiserver, and when
     /// leader election is off; `Err`: why not).
     pub leader: Result<(), String>,
+    /// When the holder of the component's leader Lease acquired it, if that holder runs on
+    /// this node (its identity's host part is the node's name).
+    pub leader_here_acquired: Option<Timestamp>,
 }
 
 impl NodeComponent {

@@ -1,6 +1,8 @@
 //! Leadership comes first in every decision: table-driven.
 
-use super::{at, daemonset, fresh, pod, running};
+use k8s_openapi::jiff;
+
+use super::{at, daemonset, fresh, pod, running, step};
 use crate::component::Component;
 use crate::conversion::decide::{Direction, LeaseHandOver, Mode, NodeComponent, next_step};
 use crate::observation::ContainerState;
@@ -139,4 +141,86 @@ fn leadership_table() {
     for (what, direction, mode, obs, expected) in rows {
         assert_eq!(next_step(direction, &mode, &obs).name(), expected, "{what}");
     }
+}
+
+/// A process of the component is stopped only once the leader on the node has held its Lease
+/// into a later second than the one it acquired it in: whole-second start times could not tell
+/// its successor from it, and its Lease would be left to expire.
+#[test]
+fn a_leader_is_not_stopped_in_the_second_it_acquired_its_lease() {
+    // The DaemonSet pod serves beside the static pod: the manifest goes aside next.
+    let beside = || {
+        let mut o = fresh();
+        o.component = Component::Scheduler;
+        o.daemonset = Some(daemonset(vec![pod("ds-pod", running(), 0)]));
+        o.daemonset_gated = true;
+        o.gated_nodes = vec!["cp-1".into()];
+        o.daemonset_pod_serving = Ok(());
+        o.now = at(20);
+        o
+    };
+    let within = |o: NodeComponent, millis: i64| NodeComponent {
+        leader_here_acquired: Some(at(20) + jiff::SignedDuration::from_millis(millis)),
+        ..o
+    };
+    assert_eq!(
+        step(Direction::ToSelfHosted, &beside()),
+        "move-manifest-aside"
+    );
+    type Row = (&'static str, NodeComponent, &'static str);
+    let rows: Vec<Row> = vec![
+        (
+            "the leader here acquired in this very second: wait",
+            within(beside(), 400),
+            "wait",
+        ),
+        (
+            "... at the second's first instant too",
+            within(beside(), 0),
+            "wait",
+        ),
+        (
+            "the leader here acquired in the second before: go on",
+            within(beside(), -1),
+            "move-manifest-aside",
+        ),
+        (
+            "no leader on this node: go on",
+            beside(),
+            "move-manifest-aside",
+        ),
+        (
+            "a step that stops nothing is not held back",
+            within(
+                NodeComponent {
+                    component: Component::Scheduler,
+                    now: at(20),
+                    ..fresh()
+                },
+                400,
+            ),
+            "create-daemonset",
+        ),
+        (
+            "past the deadline the wait fails, as every wait does",
+            NodeComponent {
+                now: at(101),
+                leader_here_acquired: Some(at(101)),
+                ..beside()
+            },
+            "fail",
+        ),
+    ];
+    for (what, obs, expected) in rows {
+        assert_eq!(step(Direction::ToSelfHosted, &obs), expected, "{what}");
+    }
+    let held = next_step(
+        Direction::ToSelfHosted,
+        &Mode::Forward,
+        &within(beside(), 400),
+    );
+    assert!(
+        held.to_string().contains("into the next second"),
+        "the wait says what for: {held}"
+    );
 }

@@ -99,6 +99,7 @@ fn fresh() -> NodeComponent {
         daemonset_pod_serving: Err("no pod".into()),
         lease_hand_over: None,
         leader: Ok(()),
+        leader_here_acquired: None,
     }
 }
 
