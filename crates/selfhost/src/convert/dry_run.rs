@@ -304,9 +304,11 @@ fn settle(mut obs: NodeComponent) -> NodeComponent {
     let node = obs.node.clone();
     let component = obs.component;
     let gated_here = obs.gated_nodes.contains(&node);
-    // A standby takes the Lease the stopped process held.
+    // A standby takes the Lease the stopped process held, and a leader that acquired it in
+    // the current second has held it into the next one by then.
     obs.lease_hand_over = None;
     obs.leader = Ok(());
+    obs.leader_here_acquired = None;
     if obs
         .daemonset
         .as_ref()
