@@ -36,13 +36,8 @@ fn excluded(mut world: World, nodes: &[&str], at: i64) -> World {
 }
 
 /// The backup pod of `node` is gone (its process exited, the kubelet confirmed).
-fn gone(mut world: World, node: &str) -> World {
-    world
-        .backup_mut()
-        .daemonset
-        .pods
-        .retain(|p| p.node.as_deref() != Some(node));
-    world
+fn gone(world: World, node: &str) -> World {
+    world.backup_pod_gone(node)
 }
 
 #[test]

@@ -14,13 +14,7 @@ impl World {
     /// `node` excluded from the backup during the rollout (no `BACKUP_DRAIN_STEP_AT`), and its
     /// backup pod gone.
     pub(crate) fn vacated(self, node: &str) -> Self {
-        let mut world = self.vacating(node);
-        world
-            .backup_mut()
-            .daemonset
-            .pods
-            .retain(|p| p.node.as_deref() != Some(node));
-        world
+        self.vacating(node).backup_pod_gone(node)
     }
 
     /// `node` excluded from the backup during the rollout; its backup pod still there, for
