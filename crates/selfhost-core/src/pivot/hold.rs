@@ -11,7 +11,7 @@
 //! [`HELD_UPDATE_STRATEGY`]. Under `OnDelete` the controller replaces no pod by itself (it
 //! only creates one on a node that has none), and the engine deletes the old pods one node at
 //! a time, each only once every new pod so far serves by its own identity Lease (see
-//! `phases.rs`, `replace_on_delete`). On two nodes or more each node's turn begins by taking
+//! `replacing.rs`, `replace_on_delete`). On two nodes or more each node's turn begins by taking
 //! the backup's pod off it (`vacate.rs`), so that the node is out of the load balancer while
 //! its new kube-apiserver joins the port; on one node the backup serves on it throughout, as
 //! there is nowhere else for clients to go. When every node's new pod serves, the recorded strategy

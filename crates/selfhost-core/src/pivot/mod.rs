@@ -37,6 +37,7 @@ mod leader;
 mod next_step;
 mod phases;
 mod recorded;
+mod replacing;
 mod rolling_back;
 mod serving;
 mod step;

@@ -5,7 +5,7 @@
 //! 2. real not on target → a rollback made by this run ends it ([`Step::RolledBack`]);
 //!    otherwise the start checks (pods, nodes, convergence, port sharing) and the backup.
 //!
-//! With a backup (see `phases.rs`):
+//! With a backup (see `phases.rs`; the old pods replaced in `replacing.rs`):
 //! 1. being deleted → wait until gone (shortening what can safely be shortened);
 //! 2. unreadable, kubeadm's, or for another target → refuse, or adopt (kubeadm's; `--force`);
 //! 3. a rollback of ours newer than the backup, real back on the original → finish it;

@@ -231,15 +231,6 @@ impl World {
         self.obs.backup.as_mut().expect("backup DaemonSet")
     }
 
-    /// The backup pod of `node` gone (its process exited, the kubelet confirmed).
-    pub(crate) fn backup_pod_gone(mut self, node: &str) -> Self {
-        self.backup_mut()
-            .daemonset
-            .pods
-            .retain(|p| p.node.as_deref() != Some(node));
-        self
-    }
-
     /// Observed at `t(seconds)`; fresh identities and the leader stay fresh.
     pub(crate) fn at(mut self, seconds: i64) -> Self {
         let shift = seconds - self.obs.now.as_second() + t(0).as_second();

@@ -11,6 +11,15 @@ use crate::observation::time;
 use crate::pivot::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES, Step, exclude_nodes};
 
 impl World {
+    /// The backup pod of `node` gone (its process exited, the kubelet confirmed).
+    pub(crate) fn backup_pod_gone(mut self, node: &str) -> Self {
+        self.backup_mut()
+            .daemonset
+            .pods
+            .retain(|p| p.node.as_deref() != Some(node));
+        self
+    }
+
     /// `node` excluded from the backup during the rollout (no `BACKUP_DRAIN_STEP_AT`), and its
     /// backup pod gone.
     pub(crate) fn vacated(self, node: &str) -> Self {
