@@ -27,20 +27,6 @@ struct ComponentStatus {
     backup_runs: Option<&'static str>,
 }
 
-/// A backup made as a record only (`selfhost_core::pivot`: on several nodes the
-/// kube-apiserver's backup runs no pod), or one whose pods have all left during the rollout.
-fn record_only(obs: &Observation) -> bool {
-    obs.backup.as_ref().is_some_and(|b| {
-        b.daemonset.pods.is_empty()
-            && b.daemonset
-                .annotation(selfhost_core::pivot::BACKUP_DRAINED_NODES)
-                .is_some()
-            && b.daemonset
-                .annotation(selfhost_core::pivot::BACKUP_DRAIN_STEP_AT)
-                .is_none()
-    })
-}
-
 fn tag(image: &str) -> String {
     image
         .rsplit_once(':')
@@ -81,10 +67,14 @@ fn status_of(obs: &Observation) -> ComponentStatus {
         versions,
         backup: obs.backup.as_ref().map(|b| b.daemonset.name.clone()),
         upgrading_to,
-        backup_runs: record_only(obs).then_some(
-            "backup DaemonSet: record only, no pods (on several nodes the other nodes serve \
+        backup_runs: obs
+            .backup
+            .as_ref()
+            .is_some_and(selfhost_core::pivot::runs_as_record_only)
+            .then_some(
+                "backup DaemonSet: record only, no pods (on several nodes the other nodes serve \
              while one is replaced)",
-        ),
+            ),
     }
 }
 

@@ -58,6 +58,7 @@ pub use next_step::next_step;
 pub use recorded::{BACKUP_IDENTITIES, RecordedIdentity};
 pub use serving::{IdentityPublishing, Serving, identity_publishing, pod_serves};
 pub use step::{Step, Update, Wait, Watch};
+pub use vacate::runs_as_record_only;
 
 use crate::observation::{DaemonSetObservation, Observation};
 use crate::rollout::{template_hash, templates_equal};

@@ -125,10 +125,7 @@ impl Cx<'_> {
         let grace = match cover {
             _ if held => None,
             Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. } => {
-                Some(
-                    i64::try_from(self.target.options.shortened_grace.as_secs())
-                        .unwrap_or(i64::MAX),
-                )
+                Some(self.shortened_grace_seconds())
             }
             Serving::Soaked | Serving::Standby => None,
         };

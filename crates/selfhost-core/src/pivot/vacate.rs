@@ -78,13 +78,22 @@ pub(super) enum Turn {
     Covered,
 }
 
+/// Whether `backup` runs no pod because every node it would run on was vacated during the
+/// rollout (a record-only backup, or one whose pods have all left before their nodes' turns),
+/// not because its removal at the end has begun.
+pub fn runs_as_record_only(backup: &BackupObservation) -> bool {
+    backup.daemonset.pods.is_empty()
+        && backup.daemonset.annotation(BACKUP_DRAINED_NODES).is_some()
+        && backup.daemonset.annotation(BACKUP_DRAIN_STEP_AT).is_none()
+}
+
 impl Cx<'_> {
     /// Whether the held rollout vacates each node of the backup before replacing its pod: the
     /// kube-apiserver's own hold, on two nodes or more.
     pub(super) fn vacates_nodes(&self) -> bool {
         self.component() == Component::ApiServer
             && self.held_strategy().is_some()
-            && (self.real.nodes().len() >= 2 || self.real.status.desired >= 2)
+            && self.on_several_nodes()
     }
 
     /// Whether the backup this run creates runs no pod: decided before it exists, on the
@@ -96,7 +105,7 @@ impl Cx<'_> {
     pub(super) fn backup_runs_no_pod(&self) -> bool {
         self.component() == Component::ApiServer
             && self.hold_on_update().is_some()
-            && (self.real.nodes().len() >= 2 || self.real.status.desired >= 2)
+            && self.on_several_nodes()
     }
 
     /// `daemonset` (the backup as [`super::backup_daemonset`] makes it) as a record only:
@@ -238,12 +247,7 @@ impl Cx<'_> {
             .pods
             .iter()
             .filter(|pod| !pod.processes_stopped())
-            .filter_map(|pod| {
-                let ends = pod.deleting_since?;
-                let grace = pod.deletion_grace_seconds.unwrap_or(0);
-                let deleted = ends.checked_sub(SignedDuration::from_secs(grace)).ok()?;
-                Some(time::after(deleted, self.shutdown_delay(pod)))
-            })
+            .filter_map(|pod| self.delay_over_at(pod))
             .filter(|end| *end > now)
             .max()
     }
@@ -355,17 +359,28 @@ impl Cx<'_> {
             .filter(|pod| pod.node.as_ref().is_some_and(|n| vacated.contains(n)))
             .filter(|pod| !pod.processes_stopped())
             .filter_map(|pod| {
-                let ends = pod.deleting_since?;
-                if ends <= shortened_end {
+                if pod.deleting_since? <= shortened_end {
                     return None;
                 }
-                let grace = pod.deletion_grace_seconds.unwrap_or(0);
-                let deleted = ends.checked_sub(SignedDuration::from_secs(grace)).ok()?;
-                Some((pod, time::after(deleted, self.shutdown_delay(pod))))
+                Some((pod, self.delay_over_at(pod)?))
             })
             .collect();
         pods.sort_by(|a, b| (&a.0.node, &a.0.name).cmp(&(&b.0.node, &b.0.name)));
         pods
+    }
+
+    /// Where the real DaemonSet runs on two nodes or more (or wants to).
+    fn on_several_nodes(&self) -> bool {
+        self.real.nodes().len() >= 2 || self.real.status.desired >= 2
+    }
+
+    /// When a Terminating pod's shutdown delay is over: its deletion (the deletion timestamp
+    /// less the grace it was given) plus its `--shutdown-delay-duration`.
+    fn delay_over_at(&self, pod: &PodObservation) -> Option<Timestamp> {
+        let ends = pod.deleting_since?;
+        let grace = pod.deletion_grace_seconds.unwrap_or(0);
+        let deleted = ends.checked_sub(SignedDuration::from_secs(grace)).ok()?;
+        Some(time::after(deleted, self.shutdown_delay(pod)))
     }
 
     /// The shortened grace period, in seconds.

@@ -125,17 +125,17 @@ pub async fn clients(kubeconfig: &std::path::Path) -> selfhost::Clients {
         .expect("connects")
 }
 
-/// Connects to `sim`, waits for the watches, and plans the upgrade to `to`, whatever the plan
-/// says. Returns the clients, the observer the run goes on with, the plan and its targets.
-pub async fn plan_for(
-    sim: &selfhost_sim::SimCluster,
-    to: &str,
-) -> (
+/// The clients, the observer the run goes on with, a plan and its targets.
+pub type Planned = (
     selfhost::Clients,
     selfhost::observe::Observer,
     selfhost::plan::Plan,
     selfhost::target::Targets,
-) {
+);
+
+/// Connects to `sim`, waits for the watches, and plans the upgrade to `to`, whatever the plan
+/// says. Returns the clients, the observer the run goes on with, the plan and its targets.
+pub async fn plan_for(sim: &selfhost_sim::SimCluster, to: &str) -> Planned {
     let clients = clients(sim.kubeconfig_path()).await;
     let mut observer = selfhost::observe::Observer::start(&clients);
     observer
@@ -160,15 +160,7 @@ pub async fn plan_for(
 }
 
 /// [`plan_for`], where the plan must proceed.
-pub async fn planned(
-    sim: &selfhost_sim::SimCluster,
-    to: &str,
-) -> (
-    selfhost::Clients,
-    selfhost::observe::Observer,
-    selfhost::plan::Plan,
-    selfhost::target::Targets,
-) {
+pub async fn planned(sim: &selfhost_sim::SimCluster, to: &str) -> Planned {
     let planned = plan_for(sim, to).await;
     assert!(planned.2.proceeds, "{:#?}", planned.2.preflight);
     planned
