@@ -163,15 +163,7 @@ pub async fn perform(
             remove_annotations,
             ..
         } => {
-            let Some(current) = live(name) else {
-                return Some(Ok(Applied::Superseded {
-                    why: format!("DaemonSet {name} is gone"),
-                }));
-            };
-            let precondition = resource_version.clone();
-            let result = replace_daemonset(&daemonsets, &post, policy, current, |mut ds, rv| {
-                ds.metadata.resource_version = rv.or_else(|| precondition.clone());
-                ds.metadata.managed_fields = None;
+            let change = |ds: &mut DaemonSet| {
                 if let Some(annotations) = ds.metadata.annotations.as_mut() {
                     for key in remove_annotations {
                         annotations.remove(key);
@@ -180,14 +172,44 @@ pub async fn perform(
                 if let Some(spec) = ds.spec.as_mut() {
                     spec.update_strategy = Some((**strategy).clone());
                 }
-                ds.status = None;
-                ds
-            })
-            .await;
-            superseded_or(
-                result.map(|ds| ds.metadata.resource_version),
-                written(Kind::DaemonSet, name),
+            };
+            let result = replace_live(
+                &daemonsets,
+                &post,
+                policy,
+                live(name),
+                name,
+                resource_version,
+                change,
             )
+            .await;
+            superseded_or(result, written(Kind::DaemonSet, name))
+        }
+        // A PUT like the others here, not a patch: the upgrader's role may only update the
+        // real DaemonSets (deploy/rbac.yaml).
+        Step::RecordLeader {
+            name,
+            resource_version,
+            annotations,
+            ..
+        } => {
+            let change = |ds: &mut DaemonSet| {
+                ds.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .extend(annotations.clone());
+            };
+            let result = replace_live(
+                &daemonsets,
+                &post,
+                policy,
+                live(name),
+                name,
+                resource_version,
+                change,
+            )
+            .await;
+            superseded_or(result, written(Kind::DaemonSet, name))
         }
         Step::DeleteOldPod {
             pod,
@@ -300,6 +322,40 @@ async fn replace_daemonset(
         result = with_retries(&what, policy, || daemonsets.replace(&name, post, &object)).await;
     }
     result
+}
+
+/// PUTs the live DaemonSet `current` changed by `change` (metadata or strategy, never the
+/// template), with the decision's `resource_version` as precondition (see
+/// [`replace_daemonset`] for a conflict); the new resourceVersion, or NotFound when it is
+/// gone from the cache.
+async fn replace_live(
+    daemonsets: &Api<DaemonSet>,
+    post: &PostParams,
+    policy: &RetryPolicy,
+    current: Option<DaemonSet>,
+    name: &str,
+    resource_version: &Option<String>,
+    change: impl Fn(&mut DaemonSet),
+) -> Result<Option<String>, ApiCallError> {
+    let Some(current) = current else {
+        // Not found, as the API would say: the caller takes it as superseded.
+        return Err(ApiCallError {
+            what: format!("update DaemonSet kube-system/{name}"),
+            kind: FailureKind::NotFound,
+            message: format!("DaemonSet {name} is gone"),
+            attempts: 0,
+            source: None,
+        });
+    };
+    let result = replace_daemonset(daemonsets, post, policy, current, |mut ds, rv| {
+        ds.metadata.resource_version = rv.or_else(|| resource_version.clone());
+        ds.metadata.managed_fields = None;
+        change(&mut ds);
+        ds.status = None;
+        ds
+    })
+    .await;
+    result.map(|ds| ds.metadata.resource_version)
 }
 
 /// The live DaemonSet with the update's template, strategy and annotations, and as

@@ -52,6 +52,8 @@ pub struct Observer {
     leases: LeaseWatch,
     /// The processes seen stopped.
     stops: StopTracker,
+    /// The leader Leases this run deleted to hand them over: component and the Lease's uid.
+    handed_over: Vec<(Component, String)>,
     /// The latest probe: when it was sent, and what it said.
     health: Arc<Mutex<Option<(Instant, ApiHealth)>>>,
     /// The background probe in flight, if one is.
@@ -126,6 +128,7 @@ impl Observer {
             probe: clients.probe.clone(),
             leases: LeaseWatch::start(&clients.api),
             stops: StopTracker::default(),
+            handed_over: Vec::new(),
             health: Arc::new(Mutex::new(None)),
             sampling: None,
         }
@@ -200,6 +203,13 @@ impl Observer {
             .state()
             .into_iter()
             .find(|d| d.metadata.name.as_deref() == Some(name))
+    }
+
+    /// Records that this run deleted `component`'s leader Lease of uid `uid` to hand it over:
+    /// a Lease of that name with another uid is then known to be acquired while the engine
+    /// watched ([`Observation::handed_over`]).
+    pub fn handed_over(&mut self, component: Component, uid: &str) {
+        self.handed_over.push((component, uid.to_string()));
     }
 
     /// How long ago the latest answered probe of the API's health was sent (`None`: never).
@@ -282,6 +292,12 @@ impl Observer {
             leader_lease,
             known_starts: Vec::new(),
             stopped,
+            handed_over: self
+                .handed_over
+                .iter()
+                .filter(|(c, _)| *c == component)
+                .map(|(_, uid)| uid.clone())
+                .collect(),
         }
     }
 

@@ -300,6 +300,9 @@ pub async fn run_component(
                         plan: format!("the API server accepted (dry run): {}", step.description()),
                     };
                 }
+                if let Step::HandOverLease { uid: Some(uid), .. } = &step {
+                    observer.handed_over(component, uid);
+                }
                 // Read our own write before deciding again, or the next decision would see
                 // the object as it was and ask for the same action.
                 let deadline = Instant::now() + READ_OWN_WRITE;

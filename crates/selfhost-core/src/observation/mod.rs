@@ -63,6 +63,10 @@ pub struct Observation {
     /// Processes of the component's pods the engine saw running earlier in this run and has
     /// since seen stopped, or whose pods have left the API (see [`StoppedProcess`]).
     pub stopped: Vec<StoppedProcess>,
+    /// Uids of the component's leader Lease objects the engine deleted in this run to hand
+    /// them over. A Lease of that name with another uid was created after such a hand-over,
+    /// so it was acquired while the engine watched (see `pivot/leader.rs`).
+    pub handed_over: Vec<String>,
 }
 
 /// A process of a pod of the real or backup DaemonSet that the engine saw running during the

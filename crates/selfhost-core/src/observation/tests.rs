@@ -236,6 +236,7 @@ fn nodes_are_found_by_hostname_or_name() {
         leader_lease: None,
         known_starts: Vec::new(),
         stopped: Vec::new(),
+        handed_over: Vec::new(),
     };
     assert_eq!(
         obs.node_by_hostname("host-a").map(|n| n.name.as_str()),

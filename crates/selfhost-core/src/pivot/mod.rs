@@ -20,6 +20,7 @@
 //! | backup DaemonSet | [`BACKUP_DRAINED_NODES`], [`BACKUP_DRAIN_STEP_AT`]: the backup's removal node by node (`drain.rs`) | [`Step::DrainBackupNode`] |
 //! | backup DaemonSet | [`BACKUP_DRAINED_NODES`] alone: nodes vacated of the backup during the held rollout, before their real pod is replaced (`vacate.rs`) | [`Step::DrainBackupNode`] |
 //! | backup DaemonSet | [`BACKUP_DRAINED_NODES`] alone, every node, from the start: the kube-apiserver's backup on two nodes or more is a record only and runs no pod (`vacate.rs`) | [`Step::CreateBackup`] |
+//! | real DaemonSet | [`LEADER_AFTER_HAND_OVER`]: the leader Lease this run saw created again after its own hand-over (`leader.rs`) | [`Step::RecordLeader`] |
 //! | real DaemonSet | [`HELD_UPDATE_STRATEGY`]: the strategy `OnDelete` replaced while the apiserver's rollout is held (`hold.rs`) | [`Step::UpdateReal`]; removed by [`Step::RestoreUpdateStrategy`], [`Step::RollBack`] |
 //!
 //! All our times are written with the engine's clock, the one [`Observation::now`] comes
@@ -53,7 +54,9 @@ use k8s_openapi::jiff::Timestamp;
 pub use backup_template::backup_daemonset;
 pub use drain::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES, exclude_nodes};
 pub use hold::{HELD_UPDATE_STRATEGY, describe_strategy};
-pub use leader::{LEADER_ELECT_FLAG, leader_is_new_process, lease_hand_over};
+pub use leader::{
+    LEADER_AFTER_HAND_OVER, LEADER_ELECT_FLAG, leader_is_new_process, lease_hand_over,
+};
 pub use next_step::next_step;
 pub use recorded::{BACKUP_IDENTITIES, RecordedIdentity};
 pub use serving::{IdentityPublishing, Serving, identity_publishing, pod_serves};

@@ -344,7 +344,9 @@ impl<'a> Cx<'a> {
         }
         let deadline = self.deadline_after(base, 2);
         match self.verification() {
-            Ok(summary) => Step::Done { summary },
+            Ok(summary) => {
+                super::leader::leader_record(self.obs, self.real).unwrap_or(Step::Done { summary })
+            }
             Err(pending) if self.now() >= deadline => Step::Failed {
                 reason: format!("verification did not pass by {deadline}: {pending}"),
                 state: format!(

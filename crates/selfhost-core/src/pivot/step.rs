@@ -42,6 +42,20 @@ pub enum Step {
         /// Why it is adopted.
         why: String,
     },
+    /// Record on the real DaemonSet that its leader Lease was created again after this run
+    /// handed it over, by a process alive then ([`super::LEADER_AFTER_HAND_OVER`]): a later
+    /// run, which did not watch it happen, could not tell that holder from a process gone
+    /// since (see `leader.rs`). Metadata only: no pod changes.
+    RecordLeader {
+        /// The real DaemonSet.
+        name: String,
+        /// Precondition: its resourceVersion as observed.
+        resource_version: Option<String>,
+        /// Annotations to set (other annotations stay).
+        annotations: BTreeMap<String, String>,
+        /// What is recorded, and why.
+        why: String,
+    },
     /// Wait until the backup serves on every node where the real DaemonSet runs.
     WaitForBackup(Wait),
     /// Replace the real DaemonSet's pod template with the target (PUT with a resourceVersion
@@ -239,6 +253,7 @@ impl Step {
             Step::Done { .. } => "done",
             Step::CreateBackup { .. } => "create-backup",
             Step::AdoptBackup { .. } => "adopt-backup",
+            Step::RecordLeader { .. } => "record-leader",
             Step::WaitForBackup(_) => "wait-for-backup",
             Step::UpdateReal(_) => "update-real",
             Step::WaitForRollout(_) => "wait-for-rollout",
@@ -281,6 +296,7 @@ impl Step {
                 }
             }
             Step::AdoptBackup { name, why, .. } => format!("adopt backup {name}: {why}"),
+            Step::RecordLeader { name, why, .. } => format!("record on {name}: {why}"),
             Step::WaitForBackup(wait)
             | Step::WaitForRollout(wait)
             | Step::WaitForBackupGone(wait)

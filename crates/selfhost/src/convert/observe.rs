@@ -388,6 +388,8 @@ impl ConversionView {
             leader_lease: self.leader_lease(component),
             known_starts: self.known_starts(component),
             stopped: Vec::new(),
+            // Its waiver rests on `stopped`, which a conversion does not track.
+            handed_over: Vec::new(),
         }
     }
 

@@ -176,6 +176,7 @@ impl World {
                 leader_lease: None,
                 known_starts: Vec::new(),
                 stopped: Vec::new(),
+                handed_over: Vec::new(),
             },
             identities: true,
             lagging: false,

@@ -9,7 +9,8 @@ use std::time::Duration;
 use super::builder::{Pod, World, t, target};
 use super::{check, decide, row};
 use crate::component::Component::ControllerManager;
-use crate::observation::{ContainerState, Observation, time};
+use crate::observation::{ContainerState, Observation, StoppedProcess, time};
+use crate::pivot::LEADER_AFTER_HAND_OVER;
 
 /// One node: the backup is being deleted since `t(70)` and its process stopped in that
 /// second; the new pod serves since `t(50)`; the Lease names `cp-1_uuid-70`, acquired at
@@ -114,6 +115,113 @@ fn done_but_acquired_in_the_new_pods_second(renewed_ms: u64) -> Observation {
         lease.renew_time = Some(time::after(t(40), Duration::from_millis(renewed_ms)));
     }
     w.build()
+}
+
+/// [`done_but_acquired_in_the_new_pods_second`] renewed at 40.9 s, in a run that deleted the
+/// Lease of uid `deleted` to hand it over; the Lease now shown has uid `uid-lease`.
+fn after_our_hand_over(deleted: &str) -> Observation {
+    let mut obs = done_but_acquired_in_the_new_pods_second(900);
+    obs.handed_over = vec![deleted.to_string()];
+    obs
+}
+
+#[test]
+fn a_lease_created_again_after_our_own_hand_over_is_its_survivors() {
+    // The one-node benchmark's profile: after the backup went, the engine handed the Lease
+    // over; the new pod's process created it again in the second it started, and was pressed
+    // after each renewal until that second was over (five presses, 0.35 s).
+    let mut stopped_since = after_our_hand_over("uid-earlier");
+    stopped_since.stopped.push(StoppedProcess {
+        pod: "new-cp-1".into(),
+        pod_uid: "uid-earlier-process".into(),
+        node: "cp-1".into(),
+        started_at: t(40),
+        stopped_by: time::after(t(40), Duration::from_millis(800)),
+    });
+    let mut recorded = after_our_hand_over("uid-earlier");
+    record(&mut recorded, RECORD);
+    check(vec![
+        row(
+            "created again after the Lease we deleted: acquired while we watched, and no \
+             process there stopped since: its holder is the new pod's process; record that \
+             for a later run, which could not see it",
+            after_our_hand_over("uid-earlier"),
+            target(ControllerManager),
+            "record-leader",
+            &[
+                LEADER_AFTER_HAND_OVER,
+                RECORD,
+                "could not tell it from a process gone",
+            ],
+        ),
+        row(
+            "the same, recorded: done",
+            recorded,
+            target(ControllerManager),
+            "done",
+            &[],
+        ),
+        row(
+            "the cache still shows the very Lease we deleted: nothing is known of it yet",
+            after_our_hand_over("uid-lease"),
+            target(ControllerManager),
+            "hand-over-lease",
+            &["the only one that can hold it next"],
+        ),
+        row(
+            "created again after our hand-over, but a process there was seen stopping since \
+             the acquisition: that one may have been the holder",
+            stopped_since,
+            target(ControllerManager),
+            "hand-over-lease",
+            &["the only one that can hold it next"],
+        ),
+    ]);
+}
+
+/// What [`LEADER_AFTER_HAND_OVER`] says of the Lease of [`after_our_hand_over`].
+const RECORD: &str = "uid-lease cp-1_uuid-40 2027-01-01T00:00:40.6Z";
+
+/// The real DaemonSet carries `value` under [`LEADER_AFTER_HAND_OVER`].
+fn record(obs: &mut Observation, value: &str) {
+    if let Some(real) = obs.real.as_mut() {
+        real.annotations
+            .insert(LEADER_AFTER_HAND_OVER.to_string(), value.to_string());
+    }
+}
+
+#[test]
+fn a_later_run_trusts_the_record_of_the_run_that_saw_the_lease_created_again() {
+    // `a_second_run_after_success_changes_nothing`: without the record, the next run hands
+    // the live leader's Lease over once more.
+    let later_run = |value: &str| {
+        let mut obs = done_but_acquired_in_the_new_pods_second(900);
+        record(&mut obs, value);
+        obs
+    };
+    check(vec![
+        row(
+            "the record names this Lease, holder and acquisition: done, nothing written",
+            later_run(RECORD),
+            target(ControllerManager),
+            "done",
+            &[],
+        ),
+        row(
+            "the record names another acquisition: the doubt stands",
+            later_run("uid-lease cp-1_uuid-40 2027-01-01T00:00:30Z"),
+            target(ControllerManager),
+            "hand-over-lease",
+            &["the only one that can hold it next"],
+        ),
+        row(
+            "the record names another Lease object: the doubt stands",
+            later_run("uid-other cp-1_uuid-40 2027-01-01T00:00:40.6Z"),
+            target(ControllerManager),
+            "hand-over-lease",
+            &["the only one that can hold it next"],
+        ),
+    ]);
 }
 
 #[test]
