@@ -156,49 +156,19 @@ pub async fn perform(
                 written(Kind::DaemonSet, &update.name),
             )
         }
+        // PUTs of the live object, not patches: the upgrader's role may only update the real
+        // DaemonSets (deploy/rbac.yaml).
         Step::RestoreUpdateStrategy {
             name,
             resource_version,
-            strategy,
-            remove_annotations,
             ..
-        } => {
-            let change = |ds: &mut DaemonSet| {
-                if let Some(annotations) = ds.metadata.annotations.as_mut() {
-                    for key in remove_annotations {
-                        annotations.remove(key);
-                    }
-                }
-                if let Some(spec) = ds.spec.as_mut() {
-                    spec.update_strategy = Some((**strategy).clone());
-                }
-            };
-            let result = replace_live(
-                &daemonsets,
-                &post,
-                policy,
-                live(name),
-                name,
-                resource_version,
-                change,
-            )
-            .await;
-            superseded_or(result, written(Kind::DaemonSet, name))
         }
-        // A PUT like the others here, not a patch: the upgrader's role may only update the
-        // real DaemonSets (deploy/rbac.yaml).
-        Step::RecordLeader {
+        | Step::RecordLeader {
             name,
             resource_version,
-            annotations,
             ..
         } => {
-            let change = |ds: &mut DaemonSet| {
-                ds.metadata
-                    .annotations
-                    .get_or_insert_with(Default::default)
-                    .extend(annotations.clone());
-            };
+            let change = |ds: &mut DaemonSet| change_in_place(step, ds);
             let result = replace_live(
                 &daemonsets,
                 &post,
@@ -322,6 +292,34 @@ async fn replace_daemonset(
         result = with_retries(&what, policy, || daemonsets.replace(&name, post, &object)).await;
     }
     result
+}
+
+/// What a step that changes no pod template does to the live DaemonSet: writes the update
+/// strategy back and drops the record of the hold, or adds the leader's record.
+fn change_in_place(step: &Step, ds: &mut DaemonSet) {
+    match step {
+        Step::RestoreUpdateStrategy {
+            strategy,
+            remove_annotations,
+            ..
+        } => {
+            if let Some(annotations) = ds.metadata.annotations.as_mut() {
+                for key in remove_annotations {
+                    annotations.remove(key);
+                }
+            }
+            if let Some(spec) = ds.spec.as_mut() {
+                spec.update_strategy = Some((**strategy).clone());
+            }
+        }
+        Step::RecordLeader { annotations, .. } => {
+            ds.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .extend(annotations.clone());
+        }
+        _ => {}
+    }
 }
 
 /// PUTs the live DaemonSet `current` changed by `change` (metadata or strategy, never the
