@@ -132,8 +132,8 @@ fn a_lease_created_again_after_our_own_hand_over_is_its_survivors() {
     // after each renewal until that second was over (five presses, 0.35 s).
     let mut stopped_since = after_our_hand_over("uid-earlier");
     stopped_since.stopped.push(StoppedProcess {
-        pod: "new-cp-1".into(),
-        pod_uid: "uid-earlier-process".into(),
+        pod: "backup-cp-1".into(),
+        pod_uid: "uid-backup-cp-1".into(),
         node: "cp-1".into(),
         started_at: t(40),
         stopped_by: time::after(t(40), Duration::from_millis(800)),
