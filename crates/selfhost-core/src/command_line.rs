@@ -5,6 +5,8 @@
 //! rollout) and silently dropped arguments without `=`. These helpers edit the list in place:
 //! everything they do not touch keeps its position, so the result is deterministic.
 
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+
 /// The name of a `--name=value` or `--name` argument, without the dashes.
 fn flag_name(arg: &str) -> Option<&str> {
     let rest = arg.strip_prefix("--")?;
@@ -20,6 +22,20 @@ pub fn flag_value<'a>(command: &'a [String], name: &str) -> Option<&'a str> {
         }
         Some(arg.split_once('=').map_or("true", |(_, value)| value))
     })
+}
+
+/// The value of `--name` on the command line (command, then args) of the container named
+/// `container` in a template's pod spec, else of its first container.
+pub fn template_flag(template: &PodTemplateSpec, container: &str, name: &str) -> Option<String> {
+    let spec = template.spec.as_ref()?;
+    let main = spec
+        .containers
+        .iter()
+        .find(|c| c.name == container)
+        .or_else(|| spec.containers.first())?;
+    let mut line = main.command.clone().unwrap_or_default();
+    line.extend(main.args.clone().unwrap_or_default());
+    flag_value(&line, name).map(str::to_string)
 }
 
 /// Sets `--name=value`: the first occurrence is rewritten where it stands and any later

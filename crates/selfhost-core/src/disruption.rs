@@ -326,11 +326,8 @@ fn main_container(template: &PodTemplateSpec, component: Component) -> Option<&C
 /// Whether the template's component runs with `--permit-port-sharing=true` (in its command
 /// or its args).
 pub fn permits_port_sharing(template: &PodTemplateSpec, component: Component) -> bool {
-    main_container(template, component).is_some_and(|container| {
-        let mut line = container.command.clone().unwrap_or_default();
-        line.extend(container.args.clone().unwrap_or_default());
-        command_line::flag_value(&line, PERMIT_PORT_SHARING) == Some("true")
-    })
+    command_line::template_flag(template, component.name(), PERMIT_PORT_SHARING).as_deref()
+        == Some("true")
 }
 
 /// Whether the template's component is a version that knows `--permit-port-sharing`, read

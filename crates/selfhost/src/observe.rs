@@ -106,7 +106,8 @@ fn keep(
     }
 }
 
-fn owned_by<'a>(pods: &'a [Arc<Pod>], owner_uid: Option<&'a str>) -> Vec<Pod> {
+/// The pods among `pods` whose owner references name `owner_uid`.
+pub(crate) fn owned_by<'a>(pods: &'a [Arc<Pod>], owner_uid: Option<&'a str>) -> Vec<Pod> {
     pods.iter()
         .filter(|pod| {
             pod.metadata

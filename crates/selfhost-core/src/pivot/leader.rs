@@ -506,19 +506,6 @@ pub fn leader_is_new_process(
 }
 
 fn leader_election_off(obs: &Observation, target: &Target) -> bool {
-    let name = container_name(obs);
-    let Some(spec) = target.template.spec.as_ref() else {
-        return false;
-    };
-    let Some(container) = spec
-        .containers
-        .iter()
-        .find(|c| c.name == name)
-        .or_else(|| spec.containers.first())
-    else {
-        return false;
-    };
-    let mut line: Vec<String> = container.command.clone().unwrap_or_default();
-    line.extend(container.args.clone().unwrap_or_default());
-    command_line::flag_value(&line, LEADER_ELECT_FLAG) == Some("false")
+    command_line::template_flag(&target.template, container_name(obs), LEADER_ELECT_FLAG).as_deref()
+        == Some("false")
 }

@@ -4,10 +4,11 @@
 //! DaemonSet, wait until the backup really serves, update the real DaemonSet, wait for its
 //! rollout, remove the backup, verify — or roll back. (One departure from DESIGN.md: on two
 //! nodes or more the kube-apiserver's backup is a record only, with no pods, and there is
-//! nothing to wait for; the other nodes serve while one is replaced. See `vacate.rs`.) It is a pure function of an
-//! [`Observation`] and a [`Target`]; the engine reads the cluster, calls it, performs the
-//! returned [`Step`] (one API action, or one wait on a named condition), and reads again. What
-//! a run must remember between steps lives in the cluster, written by the steps themselves:
+//! nothing to wait for; the other nodes serve while one is replaced. See `vacate.rs`.) It is
+//! a pure function of an [`Observation`] and a [`Target`]; the engine reads the cluster,
+//! calls it, performs the returned [`Step`] (one API action, or one wait on a named
+//! condition), and reads again. What a run must remember between steps lives in the
+//! cluster, written by the steps themselves:
 //!
 //! | where | what | written by |
 //! |---|---|---|

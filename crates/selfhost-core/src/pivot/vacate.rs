@@ -59,7 +59,7 @@ use super::next_step::Cx;
 use super::serving::pod_serves;
 use super::step::{Step, Update};
 use super::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES, exclude_nodes};
-use crate::command_line::flag_value;
+use crate::command_line::template_flag;
 use crate::component::Component;
 use crate::config::go_duration;
 use crate::daemonset::SHUTDOWN_DELAY;
@@ -412,17 +412,9 @@ impl Cx<'_> {
 
 /// The `--shutdown-delay-duration` a template's component runs with, if it sets one.
 fn template_shutdown_delay(template: &PodTemplateSpec, component: Component) -> Option<Duration> {
-    let spec = template.spec.as_ref()?;
-    let container = spec
-        .containers
-        .iter()
-        .find(|c| c.name == component.name())
-        .or_else(|| spec.containers.first())?;
-    let mut line = container.command.clone().unwrap_or_default();
-    line.extend(container.args.clone().unwrap_or_default());
-    let value = flag_value(&line, SHUTDOWN_DELAY_FLAG)?;
+    let value = template_flag(template, component.name(), SHUTDOWN_DELAY_FLAG)?;
     if value.trim() == "0" || value.trim() == "0s" {
         return Some(Duration::ZERO);
     }
-    go_duration(value).ok()
+    go_duration(&value).ok()
 }

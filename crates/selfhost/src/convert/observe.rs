@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use super::files::{FilesError, NodeFiles};
 use crate::identity::IdentityTracker;
 use crate::measure::Recorder;
+use crate::observe::owned_by;
 use crate::view::{Shared, ViewTimeout, spawn_reflector};
 
 /// Watches the kube-system Leases into a store, and shows every version of every Lease to the
@@ -341,20 +342,7 @@ impl ConversionView {
     /// The DaemonSet of `component` with the pods it owns, if it exists.
     fn daemonset_observation(&self, component: Component) -> Option<DaemonSetObservation> {
         let live = self.daemonset(component)?;
-        let uid = live.metadata.uid.as_deref();
-        let owned: Vec<Pod> = self
-            .pods
-            .state()
-            .iter()
-            .filter(|p| {
-                p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|r| Some(r.uid.as_str()) == uid)
-            })
-            .map(|p| (**p).clone())
-            .collect();
+        let owned = owned_by(&self.pods.state(), live.metadata.uid.as_deref());
         Some(DaemonSetObservation::from_daemonset(&live, &owned))
     }
 
