@@ -18,10 +18,9 @@ use serde::Serialize;
 
 use crate::command_line;
 use crate::component::Component;
-use crate::control_plane::PERMIT_PORT_SHARING;
+use crate::control_plane::{PERMIT_PORT_SHARING, PORT_SHARING_SINCE_MINOR, supports_port_sharing};
 use crate::observation::Observation;
 use crate::pivot::{IdentityPublishing, identity_publishing};
-use crate::version::KubeVersion;
 
 /// How long a starting kube-apiserver takes new connections before it can serve them
 /// (socket at ~0.1–0.3 s, accepting at ~1.7 s after start; measured).
@@ -36,8 +35,6 @@ pub const LEADER_LEASE_DURATION: Duration = Duration::from_secs(15);
 /// next try — at most 1.1 s with the 500 ms retry period selfhost's templates set
 /// ([`crate::daemonset::LEADER_ELECT_RETRY_PERIOD`]; client-go waits up to 2.2 periods).
 pub const HANDED_OVER_GAP: Duration = Duration::from_secs(3);
-/// First minor version (of 1.x) whose components know `--permit-port-sharing`.
-const PORT_SHARING_SINCE_MINOR: u64 = 19;
 
 /// Whether kube-apiservers publish identity Leases, as far as the plan can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -131,6 +128,9 @@ pub struct ExpectedDisruption {
     pub requires_accept_downtime: bool,
     /// Why the pivot cannot proceed at all on this shape, if it cannot.
     pub blocked: Option<String>,
+    /// What the operator can do about a block, or instead of `--accept-downtime`: which
+    /// DaemonSet to change and how, or which option to pass.
+    pub fix: Option<String>,
     /// One sentence per fact, for the plan.
     pub explanation: Vec<String>,
 }
@@ -144,12 +144,19 @@ pub fn expected_disruption(component: Component, shape: &ClusterShape) -> Expect
         leader_changes: 0,
         requires_accept_downtime: false,
         blocked: None,
+        fix: None,
         explanation: Vec::new(),
     };
+    let daemonset = component.daemonset_name();
     if !shape.target_shares_port {
         out.blocked = Some(format!(
             "the target template of {component} lacks --{PERMIT_PORT_SHARING}=true, so its \
-             pods could never bind their port next to the backup; render the target with it"
+             pods could never bind their port next to the backup"
+        ));
+        out.fix = Some(format!(
+            "upgrade to Kubernetes 1.{PORT_SHARING_SINCE_MINOR} or later: its {component} \
+             knows the flag, and selfhost gives every target template it renders, or takes \
+             from the live DaemonSet, --{PERMIT_PORT_SHARING}=true"
         ));
         return out;
     }
@@ -158,6 +165,14 @@ pub fn expected_disruption(component: Component, shape: &ClusterShape) -> Expect
             "the live template of {component} lacks --{PERMIT_PORT_SHARING}=true and its \
              version is unknown or older than 1.{PORT_SHARING_SINCE_MINOR}, so the backup \
              could not share its port with the new pods"
+        ));
+        out.fix = Some(format!(
+            "if kube-system/{daemonset} runs {component} 1.{PORT_SHARING_SINCE_MINOR} or \
+             later, run it from an image tagged with that version (e.g. \
+             registry.k8s.io/{component}:v1.{PORT_SHARING_SINCE_MINOR}.0) so that selfhost \
+             can tell; otherwise no backup can hand it over: convert the control plane to \
+             static pods (`selfhost convert to-static` on each control-plane node), upgrade \
+             it there, and convert it back (`selfhost convert to-self-hosted`)"
         ));
         return out;
     }
@@ -168,7 +183,21 @@ pub fn expected_disruption(component: Component, shape: &ClusterShape) -> Expect
              backup cannot serve next to the old pods, and the DaemonSet may replace more \
              than one node at a time (maxUnavailable is not 1)"
         ));
+        out.fix = Some(format!(
+            "set maxUnavailable of DaemonSet kube-system/{daemonset} to 1 (an update \
+             strategy change replaces no pod): `kubectl -n kube-system patch daemonset \
+             {daemonset} --type merge -p \
+             '{{\"spec\":{{\"updateStrategy\":{{\"type\":\"RollingUpdate\",\
+             \"rollingUpdate\":{{\"maxUnavailable\":1}}}}}}}}'`, then re-run"
+        ));
         return out;
+    }
+    if !shape.live_shares_port {
+        out.explanation.push(format!(
+            "the live template of {component} lacks --{PERMIT_PORT_SHARING}=true and the \
+             target passes it (selfhost adds it where the live template lacks it): from this \
+             upgrade on, a backup {component} shares its port with the real one"
+        ));
     }
     match component {
         Component::ApiServer => api_server(&mut out, shape, single),
@@ -252,6 +281,7 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
                 up_to_seconds: MAX_CRASH_LOOP_BACK_OFF.as_secs(),
             };
             out.requires_accept_downtime = true;
+            out.fix = Some(accept_downtime_fix(out.component));
             out.explanation.push(format!(
                 "one control-plane node without port sharing on the live template: the backup \
                  cannot bind while the old kube-apiserver holds the port, so when the old pod \
@@ -286,6 +316,7 @@ fn leader(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) {
         out.leaderless_gap_seconds =
             Some(MAX_CRASH_LOOP_BACK_OFF.as_secs() + LEADER_LEASE_DURATION.as_secs());
         out.requires_accept_downtime = true;
+        out.fix = Some(accept_downtime_fix(out.component));
         out.explanation.push(format!(
             "one control-plane node without port sharing on the live template: the backup \
              {c} cannot start while the old one holds the port, so there is no leader from \
@@ -308,6 +339,20 @@ fn leader(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) {
         LEADER_LEASE_DURATION.as_secs(),
         retry = crate::daemonset::LEADER_ELECT_RETRY_PERIOD,
     ));
+}
+
+/// The way past `--accept-downtime` on one node without port sharing: accept it once, since
+/// the target shares the port from then on. Not an edit of the live DaemonSet: rolling out a
+/// self-hosted component's template without a backup deletes its only pod, and nothing could
+/// recreate it.
+fn accept_downtime_fix(component: Component) -> String {
+    format!(
+        "re-run with --accept-downtime to accept it this once: the target template passes \
+         --{PERMIT_PORT_SHARING}=true, so later upgrades of {component} share the port. (Do \
+         not add the flag to kube-system/{} by hand: rolling out its template without a backup \
+         deletes the only {component} pod, and nothing would recreate it.)",
+        component.daemonset_name()
+    )
 }
 
 fn duration_ms(duration: Duration) -> u64 {
@@ -336,14 +381,7 @@ pub fn knows_port_sharing(template: &PodTemplateSpec, component: Component) -> b
     main_container(template, component)
         .and_then(|container| container.image.as_deref())
         .and_then(image_version)
-        .is_some_and(|v| v.major() > 1 || v.minor() >= PORT_SHARING_SINCE_MINOR)
+        .is_some_and(|v| supports_port_sharing(&v))
 }
 
-/// The version in an image reference's tag, e.g. `v1.33.1` in
-/// `registry.k8s.io/kube-apiserver:v1.33.1`.
-pub fn image_version(image: &str) -> Option<KubeVersion> {
-    let without_digest = image.split('@').next().unwrap_or(image);
-    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
-    let (_, tag) = last.rsplit_once(':')?;
-    KubeVersion::parse(tag).ok()
-}
+pub use crate::version::image_version;

@@ -11,6 +11,7 @@ pub mod control_plane;
 pub mod conversion;
 pub mod daemonset;
 pub mod disruption;
+pub mod live_target;
 pub mod observation;
 pub mod pivot;
 pub mod preflight;

@@ -20,7 +20,7 @@ use crate::component::Component;
 use crate::disruption::{ApiImpact, ClusterShape, expected_disruption};
 use crate::observation::{DaemonSetObservation, NodeReadiness, Observation};
 use crate::pivot::{UPDATE_STARTED_AT, template_applied};
-use crate::rollout::rollout_progress;
+use crate::rollout::{CRASH_LOOP_REASONS, rollout_progress, stuck};
 use crate::skew::{self, ApiServerVersion, KubeletVersion, SkewFlags, SkewInput, SupportedRange};
 use crate::version::KubeVersion;
 
@@ -304,6 +304,21 @@ fn daemonset(
             format!("{name}: {} pods, all current and Ready", real.pods.len()),
             None,
         );
+    } else if run_under_way(cluster, target) && real.pods.iter().find_map(failing_pod).is_none() {
+        // In a run under way, pods that restart on their own converge by waiting, and the
+        // pivot waits for them: a controller whose node's kube-apiserver this run replaced
+        // exits and is restarted.
+        report.add(
+            CheckId::DaemonSetsConverged,
+            Some(component),
+            Verdict::Warn,
+            format!(
+                "{name} has not converged yet: {}; its pivot waits for it (up to the \
+                 component's timeout) before it starts",
+                progress.pending.join("; ")
+            ),
+            None,
+        );
     } else {
         report.add(
             CheckId::DaemonSetsConverged,
@@ -315,6 +330,47 @@ fn daemonset(
             )),
         );
     }
+}
+
+/// Whether a selfhost run to the target is under way: some component's backup for it exists,
+/// or some component runs the target's template by selfhost's own update (its record) while
+/// another does not run it yet.
+fn run_under_way(cluster: &ClusterObservation, target: &PreflightTarget) -> bool {
+    let resumed = Component::ALL.iter().any(|c| {
+        cluster
+            .component(*c)
+            .is_some_and(|obs| resuming(obs, &target.version))
+    });
+    // (applied, applied by selfhost's update) per component.
+    let applied: Vec<(bool, bool)> = Component::ALL
+        .iter()
+        .map(|c| {
+            let real = cluster.component(*c).and_then(|o| o.real.as_ref());
+            real.zip(target.templates.get(c))
+                .map_or((false, false), |(real, wanted)| {
+                    let applied = template_applied(real, wanted);
+                    (
+                        applied,
+                        applied && real.annotation(UPDATE_STARTED_AT).is_some(),
+                    )
+                })
+        })
+        .collect();
+    resumed
+        || (applied.iter().any(|(_, ours)| *ours) && applied.iter().any(|(applied, _)| !applied))
+}
+
+/// Why a pod will not converge by waiting: it cannot start, or it keeps exiting.
+fn failing_pod(pod: &crate::observation::PodObservation) -> Option<String> {
+    stuck(pod).or_else(|| {
+        pod.containers.iter().find_map(|c| {
+            let reason = c.state.waiting_reason()?;
+            CRASH_LOOP_REASONS.contains(&reason).then(|| {
+                let node = pod.node.as_deref().unwrap_or("(unscheduled)");
+                format!("{node}: pod {} keeps exiting: {reason}", pod.name)
+            })
+        })
+    })
 }
 
 /// Whether our backup for this very target exists: the upgrade is under way.
@@ -501,17 +557,9 @@ fn disruption(
     let expected = expected_disruption(component, &ClusterShape::observe(obs, template));
     let text = expected.explanation.join("; ");
     let (verdict, message, fix) = if let Some(blocked) = expected.blocked {
-        (
-            Verdict::Fail,
-            blocked,
-            Some("render the target with --permit-port-sharing=true".to_string()),
-        )
+        (Verdict::Fail, blocked, expected.fix)
     } else if expected.requires_accept_downtime && !target.accept_downtime {
-        (
-            Verdict::Fail,
-            text,
-            Some("pass --accept-downtime to accept it, or first give the live DaemonSet --permit-port-sharing=true".into()),
-        )
+        (Verdict::Fail, text, expected.fix)
     } else if expected.api != ApiImpact::None || expected.requires_accept_downtime {
         (Verdict::Warn, text, None)
     } else {

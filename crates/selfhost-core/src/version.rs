@@ -25,6 +25,16 @@
 //! spelling matters.
 
 mod error;
+
+/// The version in an image reference's tag, e.g. `v1.33.1` in
+/// `registry.k8s.io/kube-apiserver:v1.33.1`.
+pub fn image_version(image: &str) -> Option<KubeVersion> {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    let (_, tag) = last.rsplit_once(':')?;
+    KubeVersion::parse(tag).ok()
+}
+
 #[cfg(test)]
 mod laws;
 #[cfg(test)]

@@ -167,7 +167,7 @@ pub async fn make_plan(
                 .map(|(c, ds)| {
                     (
                         *c,
-                        crate::target::bump_images(*c, &ds.template, &request.version),
+                        selfhost_core::live_target::live_target(*c, &ds.template, &request.version),
                     )
                 })
                 .collect(),

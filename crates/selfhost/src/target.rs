@@ -1,6 +1,8 @@
 //! What each component should run after the upgrade: rendered from a kubeadm configuration
 //! (a file, else the cluster's `kube-system/kubeadm-config`), or — for clusters without one —
-//! the live template with only the component's image moved to the target version.
+//! the live template with the component's image moved to the target version and
+//! `--permit-port-sharing=true` added where it lacks it
+//! ([`selfhost_core::live_target`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,6 +14,7 @@ use selfhost_core::component::NAMESPACE;
 use selfhost_core::config::{CONFIGMAP_KEY, CONFIGMAP_NAME, ClusterConfig, ConfigError};
 use selfhost_core::control_plane::{K8S_CERTS_VOLUME, NodeContext, static_pod};
 use selfhost_core::daemonset::{CertsError, DaemonSetOptions, build_daemonset};
+use selfhost_core::live_target::live_target;
 use selfhost_core::observation::DaemonSetObservation;
 use selfhost_core::version::KubeVersion;
 use serde::Serialize;
@@ -30,7 +33,8 @@ pub enum TemplateSource {
     },
     /// The `ClusterConfiguration` in `kube-system/kubeadm-config`.
     ClusterConfigMap,
-    /// No configuration: the live templates with the images moved to the target tag.
+    /// No configuration: the live templates with the images moved to the target tag and
+    /// port sharing added where they lack it.
     LiveTemplates,
 }
 
@@ -48,8 +52,9 @@ impl std::fmt::Display for TemplateSource {
             }
             TemplateSource::LiveTemplates => write!(
                 f,
-                "the live DaemonSet templates with only the component images moved to the target \
-                 version (the cluster has no kube-system/{CONFIGMAP_NAME} ConfigMap)"
+                "the live DaemonSet templates with the component images moved to the target \
+                 version, and --permit-port-sharing=true added where they lack it, as the \
+                 hand-over needs (the cluster has no kube-system/{CONFIGMAP_NAME} ConfigMap)"
             ),
         }
     }
@@ -112,31 +117,6 @@ pub fn render_from_config(
     Ok(ds.spec.map(|s| s.template).unwrap_or_default())
 }
 
-/// The live template with the component's image tag moved to `version`; every other field is
-/// kept as it is.
-pub fn bump_images(
-    component: Component,
-    live: &PodTemplateSpec,
-    version: &KubeVersion,
-) -> PodTemplateSpec {
-    let mut template = live.clone();
-    let suffix = format!("/{}", component.name());
-    for container in template
-        .spec
-        .iter_mut()
-        .flat_map(|s| s.containers.iter_mut())
-    {
-        let Some(image) = container.image.as_mut() else {
-            continue;
-        };
-        let (repository, _) = image.rsplit_once(':').unwrap_or((image.as_str(), ""));
-        if repository.ends_with(&suffix) || repository == component.name() {
-            *image = format!("{repository}:{}", version.image_tag());
-        }
-    }
-    template
-}
-
 /// Reads the cluster's kubeadm configuration, if it has one.
 pub async fn cluster_config(
     client: &kube::Client,
@@ -188,7 +168,7 @@ pub fn targets(
                 let ds = live
                     .get(&component)
                     .ok_or(TargetError::NoLiveTemplate(component))?;
-                templates.insert(component, bump_images(component, &ds.template, version));
+                templates.insert(component, live_target(component, &ds.template, version));
             }
             TemplateSource::LiveTemplates
         }

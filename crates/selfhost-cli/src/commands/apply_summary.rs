@@ -91,6 +91,7 @@ mod tests {
             leader_changes: if gap.is_some() { 2 } else { 0 },
             requires_accept_downtime: false,
             blocked: None,
+            fix: None,
             explanation: Vec::new(),
         }
     }

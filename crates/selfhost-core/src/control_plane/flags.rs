@@ -31,7 +31,7 @@ pub const SCHEDULER_KUBECONFIG: &str = "/etc/kubernetes/scheduler.conf";
 pub const PERMIT_PORT_SHARING: &str = "permit-port-sharing";
 
 /// First Kubernetes minor version (of 1.x) whose components know `--permit-port-sharing`.
-const PORT_SHARING_SINCE_MINOR: u64 = 19;
+pub const PORT_SHARING_SINCE_MINOR: u64 = 19;
 
 /// kubeadm's default authorization modes of the API server.
 const DEFAULT_AUTHORIZATION_MODES: &str = "Node,RBAC";
@@ -54,8 +54,22 @@ fn ipv6_primary(config: &ClusterConfig, advertise: &AdvertiseAddress) -> bool {
     }
 }
 
-fn supports_port_sharing(version: &KubeVersion) -> bool {
+/// Whether the control-plane components of `version` know `--permit-port-sharing`.
+pub fn supports_port_sharing(version: &KubeVersion) -> bool {
     version.major() > 1 || version.minor() >= PORT_SHARING_SINCE_MINOR
+}
+
+/// kube-apiserver's flag answering requests that arrive during its shutdown with 429 and
+/// `Retry-After`, so clients retry elsewhere.
+pub const SHUTDOWN_SEND_RETRY_AFTER: &str = "shutdown-send-retry-after";
+
+/// First Kubernetes minor version (of 1.x) whose kube-apiserver knows
+/// `--shutdown-send-retry-after`; an older one refuses to start with it ("unknown flag").
+pub const SEND_RETRY_AFTER_SINCE_MINOR: u64 = 22;
+
+/// Whether the kube-apiserver of `version` knows `--shutdown-send-retry-after`.
+pub fn supports_send_retry_after(version: &KubeVersion) -> bool {
+    version.major() > 1 || version.minor() >= SEND_RETRY_AFTER_SINCE_MINOR
 }
 
 /// kubeadm's default flags for `component`, as `(name, value)` with unique names.

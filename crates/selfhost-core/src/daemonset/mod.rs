@@ -24,7 +24,7 @@ pub use leader_election::{
 };
 pub use mutators::{
     APISERVER_GRACE_SECONDS, CONTROL_PLANE_NODE_LABEL, LEGACY_MASTER_LABEL, SHUTDOWN_DELAY,
-    advertise_host_ip, select_control_plane_nodes, shut_down_gracefully,
+    advertise_host_ip, bind_host_ip, select_control_plane_nodes, shut_down_gracefully,
     tolerate_control_plane_taints, use_host_network_dns,
 };
 
@@ -68,6 +68,7 @@ pub fn self_hosted_pod_spec(
     let spec = select_control_plane_nodes(spec);
     let spec = tolerate_control_plane_taints(spec);
     let spec = use_host_network_dns(spec);
+    let spec = bind_host_ip(spec);
     let spec = match component {
         Component::ApiServer => shut_down_gracefully(advertise_host_ip(spec)),
         Component::ControllerManager | Component::Scheduler => elect_promptly(spec),

@@ -6,7 +6,8 @@ use k8s_openapi::api::core::v1::{
 };
 
 use crate::command_line;
-use crate::control_plane::HOST_IP_ENV;
+use crate::control_plane::{HOST_IP_ENV, SHUTDOWN_SEND_RETRY_AFTER, supports_send_retry_after};
+use crate::version::image_version;
 
 /// Node label and taint key of control-plane nodes (Kubernetes ≥ 1.20).
 pub const CONTROL_PLANE_NODE_LABEL: &str = "node-role.kubernetes.io/control-plane";
@@ -56,17 +57,24 @@ pub const SHUTDOWN_DELAY: &str = "5s";
 pub const APISERVER_GRACE_SECONDS: i64 = 30;
 
 /// Lets a stopping kube-apiserver leave gracefully: it keeps serving for [`SHUTDOWN_DELAY`]
-/// while reporting not ready, and answers requests that arrive during its shutdown with 429
-/// and `Retry-After` so clients retry (on another apiserver) instead of failing.
+/// while reporting not ready, and (where its version knows the flag, from its image's tag)
+/// answers requests that arrive during its shutdown with 429 and `Retry-After` so clients
+/// retry (on another apiserver) instead of failing. An image whose tag is not a version gets
+/// no flag it may not know: an unknown flag stops the apiserver at start.
 pub fn shut_down_gracefully(mut spec: PodSpec) -> PodSpec {
     if let Some(container) = spec.containers.first_mut() {
         let command = container.command.take().unwrap_or_default();
-        let command = command_line::set_flag(&command, "shutdown-delay-duration", SHUTDOWN_DELAY);
-        container.command = Some(command_line::set_flag(
-            &command,
-            "shutdown-send-retry-after",
-            "true",
-        ));
+        let mut command =
+            command_line::set_flag(&command, "shutdown-delay-duration", SHUTDOWN_DELAY);
+        let knows_retry_after = container
+            .image
+            .as_deref()
+            .and_then(image_version)
+            .is_some_and(|v| supports_send_retry_after(&v));
+        if knows_retry_after {
+            command = command_line::set_flag(&command, SHUTDOWN_SEND_RETRY_AFTER, "true");
+        }
+        container.command = Some(command);
     }
     spec.termination_grace_period_seconds = Some(APISERVER_GRACE_SECONDS);
     spec
@@ -92,6 +100,15 @@ pub fn advertise_host_ip(mut spec: PodSpec) -> PodSpec {
         &format!("$({HOST_IP_ENV})"),
     ));
 
+    provide_host_ip(container);
+    if let Some(address) = old_address {
+        retarget_probes(container, &address);
+    }
+    spec
+}
+
+/// Gives the container `HOST_IP`, its node's IP from the downward API.
+fn provide_host_ip(container: &mut Container) {
     let env = container.env.get_or_insert_with(Vec::new);
     env.retain(|var| var.name != HOST_IP_ENV);
     // The variable must precede any use in the command; putting it first keeps that true.
@@ -109,8 +126,52 @@ pub fn advertise_host_ip(mut spec: PodSpec) -> PodSpec {
             value: None,
         },
     );
-    if let Some(address) = old_address {
-        retarget_probes(container, &address);
+}
+
+/// Makes a component that listens on one node's own address (`--bind-address=<node IP>`, set
+/// where several things share a host or the operator limits what listens where) listen on the
+/// address of whichever node runs it, from the downward API: a template for every node must
+/// not carry one node's address. Probes that targeted that address target the pod's IP (no
+/// host), which for a host-network pod is its node's. The loopback and wildcard addresses are
+/// the same on every node and stay.
+pub fn bind_host_ip(mut spec: PodSpec) -> PodSpec {
+    let Some(container) = spec.containers.first_mut() else {
+        return spec;
+    };
+    let Some(address) = container
+        .command
+        .as_deref()
+        .and_then(|cmd| command_line::flag_value(cmd, "bind-address"))
+        .map(str::to_string)
+    else {
+        return spec;
+    };
+    let node_specific = address.parse::<std::net::IpAddr>().is_ok_and(|ip| {
+        !ip.is_unspecified()
+            && ip != std::net::IpAddr::from([127, 0, 0, 1])
+            && ip != std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST)
+    });
+    if !node_specific {
+        return spec;
+    }
+    let command = container.command.take().unwrap_or_default();
+    container.command = Some(command_line::set_flag(
+        &command,
+        "bind-address",
+        &format!("$({HOST_IP_ENV})"),
+    ));
+    provide_host_ip(container);
+    let probes = [
+        &mut container.liveness_probe,
+        &mut container.readiness_probe,
+        &mut container.startup_probe,
+    ];
+    for probe in probes.into_iter().flatten() {
+        if let Some(http) = probe.http_get.as_mut()
+            && http.host.as_deref() == Some(address.as_str())
+        {
+            http.host = None;
+        }
     }
     spec
 }

@@ -1,4 +1,4 @@
-use k8s_openapi::api::core::v1::{Pod, Volume};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Volume};
 
 use super::*;
 use crate::command_line::flag_value;
@@ -136,6 +136,102 @@ fn apiserver_advertises_its_own_node_ip_and_probes_itself() {
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.annotations.as_ref());
     assert!(annotations.is_none_or(|a| !a.keys().any(|k| k.contains("advertise-address"))));
+}
+
+#[test]
+fn a_node_specific_bind_address_becomes_the_running_nodes_own() {
+    use k8s_openapi::api::core::v1::{HTTPGetAction, Probe};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    // (bind address, what the template binds, the probe's host afterwards)
+    for (bind, expected_bind, expected_host) in [
+        ("10.0.0.5", "$(HOST_IP)", None),
+        ("127.0.1.2", "$(HOST_IP)", None),
+        ("fd00::5", "$(HOST_IP)", None),
+        ("127.0.0.1", "127.0.0.1", Some("127.0.0.1")),
+        ("0.0.0.0", "0.0.0.0", Some("0.0.0.0")),
+        ("::", "::", Some("::")),
+        ("$(HOST_IP)", "$(HOST_IP)", Some("$(HOST_IP)")),
+    ] {
+        let probe = Probe {
+            http_get: Some(HTTPGetAction {
+                host: Some(bind.to_string()),
+                port: IntOrString::Int(10257),
+                ..HTTPGetAction::default()
+            }),
+            ..Probe::default()
+        };
+        let spec = PodSpec {
+            containers: vec![Container {
+                name: "kube-controller-manager".into(),
+                command: Some(vec![
+                    "kube-controller-manager".into(),
+                    format!("--bind-address={bind}"),
+                ]),
+                liveness_probe: Some(probe),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        };
+        let once = super::bind_host_ip(spec);
+        assert_eq!(
+            once,
+            super::bind_host_ip(once.clone()),
+            "idempotent for {bind}"
+        );
+        let container = &once.containers[0];
+        let command = container.command.clone().unwrap_or_default();
+        assert_eq!(
+            flag_value(&command, "bind-address"),
+            Some(expected_bind),
+            "{bind}"
+        );
+        let host = container
+            .liveness_probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .and_then(|h| h.host.as_deref());
+        assert_eq!(host, expected_host, "{bind}");
+        let has_env = container.env.iter().flatten().any(|e| e.name == "HOST_IP");
+        assert_eq!(
+            has_env,
+            expected_bind == "$(HOST_IP)" && bind != "$(HOST_IP)",
+            "{bind}"
+        );
+    }
+}
+
+#[test]
+fn the_retry_after_flag_is_added_only_where_the_apiserver_knows_it() {
+    // An apiserver older than v1.22 refuses to start on the unknown flag.
+    for (image, expected) in [
+        ("registry.k8s.io/kube-apiserver:v1.33.1", Some("true")),
+        ("registry.k8s.io/kube-apiserver:v1.22.0", Some("true")),
+        ("k8s.gcr.io/kube-apiserver:v1.21.14", None),
+        ("k8s.gcr.io/kube-apiserver:v1.20.2", None),
+        ("registry.example/kube-apiserver:custom", None),
+    ] {
+        let spec = PodSpec {
+            containers: vec![Container {
+                name: "kube-apiserver".into(),
+                image: Some(image.into()),
+                command: Some(vec!["kube-apiserver".into()]),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        };
+        let spec = super::shut_down_gracefully(spec);
+        let command = spec.containers[0].command.clone().unwrap_or_default();
+        assert_eq!(
+            flag_value(&command, "shutdown-send-retry-after"),
+            expected,
+            "{image}"
+        );
+        assert_eq!(
+            flag_value(&command, "shutdown-delay-duration"),
+            Some("5s"),
+            "{image}"
+        );
+    }
 }
 
 #[test]

@@ -137,31 +137,107 @@ fn the_cost_follows_from_nodes_port_sharing_and_identity_leases() {
     }
 }
 
+/// Each shape the pivot cannot complete, or completes only with `--accept-downtime`, says
+/// why and what the operator can do: a change that names the DaemonSet, or an option — never
+/// a change of the target template, which an operator without a kubeadm configuration cannot
+/// make, nor an edit of the live template, which rolls a self-hosted component out without a
+/// backup.
 #[test]
-fn shapes_the_pivot_cannot_complete_are_blocked_with_the_reason() {
-    let mut no_target = shape(3, true, false, IdentityLeases::Published);
-    let blocked = expected_disruption(Component::ApiServer, &no_target)
-        .blocked
-        .expect("blocked");
-    assert!(
-        blocked.contains("target template of kube-apiserver lacks --permit-port-sharing=true"),
-        "{blocked}"
+fn shapes_the_pivot_cannot_complete_name_the_reason_and_an_actionable_fix() {
+    use Component::{ApiServer, ControllerManager, Scheduler};
+    let no_target = shape(3, true, false, IdentityLeases::Published);
+    let old_live = ClusterShape {
+        live_shares_port: false,
+        backup_shares_port: false,
+        ..shape(3, true, true, IdentityLeases::Published)
+    };
+    let wide = ClusterShape {
+        max_unavailable: Some(2),
+        ..shape(3, false, true, IdentityLeases::Published)
+    };
+    let one_node = shape(1, false, true, IdentityLeases::Published);
+    // component, shape, blocked (or only needs --accept-downtime), reason, fix
+    let rows: [(Component, &ClusterShape, bool, &str, &[&str]); 5] = [
+        (
+            ApiServer,
+            &no_target,
+            true,
+            "target template of kube-apiserver lacks --permit-port-sharing=true",
+            &["Kubernetes 1.19 or later"],
+        ),
+        (
+            ApiServer,
+            &old_live,
+            true,
+            "older than 1.19",
+            &[
+                "kube-system/self-hosted-kube-apiserver",
+                "selfhost convert to-static",
+            ],
+        ),
+        (
+            Scheduler,
+            &wide,
+            true,
+            "maxUnavailable is not 1",
+            &[
+                "kubectl -n kube-system patch daemonset self-hosted-kube-scheduler --type merge \
+                 -p '{\"spec\":{\"updateStrategy\":{\"type\":\"RollingUpdate\",\
+                 \"rollingUpdate\":{\"maxUnavailable\":1}}}}'",
+            ],
+        ),
+        (
+            ControllerManager,
+            &one_node,
+            false,
+            "needs --accept-downtime",
+            &[
+                "re-run with --accept-downtime",
+                "Do not add the flag to kube-system/self-hosted-kube-controller-manager by hand",
+            ],
+        ),
+        (
+            ApiServer,
+            &one_node,
+            false,
+            "needs --accept-downtime",
+            &["re-run with --accept-downtime"],
+        ),
+    ];
+    for (component, shape, blocked, reason, fix) in rows {
+        let expected = expected_disruption(component, shape);
+        let case = format!("{component} on {shape:?}");
+        let said = if blocked {
+            expected.blocked.clone().expect("blocked")
+        } else {
+            assert!(expected.requires_accept_downtime, "{case}");
+            expected.explanation.join("; ")
+        };
+        assert!(said.contains(reason), "{case}: {said}");
+        let fix_text = expected.fix.clone().unwrap_or_default();
+        for phrase in fix {
+            assert!(fix_text.contains(phrase), "{case}: {fix_text}");
+        }
+        assert!(
+            !fix_text.contains("render the target"),
+            "{case}: {fix_text}"
+        );
+    }
+}
+
+#[test]
+fn a_target_that_adds_port_sharing_says_so() {
+    let expected = expected_disruption(
+        Component::ControllerManager,
+        &shape(3, false, true, IdentityLeases::Published),
     );
-
-    no_target.target_shares_port = true;
-    no_target.live_shares_port = false;
-    no_target.backup_shares_port = false;
-    let blocked = expected_disruption(Component::ApiServer, &no_target)
-        .blocked
-        .expect("blocked");
-    assert!(blocked.contains("older than 1.19"), "{blocked}");
-
-    let mut wide = shape(3, false, true, IdentityLeases::Published);
-    wide.max_unavailable = Some(2);
-    let blocked = expected_disruption(Component::ApiServer, &wide)
-        .blocked
-        .expect("blocked");
-    assert!(blocked.contains("maxUnavailable is not 1"), "{blocked}");
+    assert_eq!(expected.blocked, None);
+    assert_eq!(expected.fix, None);
+    let explanation = expected.explanation.join(" ");
+    assert!(
+        explanation.contains("selfhost adds it where the live template lacks it"),
+        "{explanation}"
+    );
 }
 
 #[test]

@@ -106,12 +106,50 @@ impl Observation {
         self.nodes.iter().find(|node| node.name == name)
     }
 
-    /// The node whose hostname (or name) is `hostname`: Lease holders name hosts, not nodes.
-    pub fn node_by_hostname(&self, hostname: &str) -> Option<&NodeObservation> {
-        self.nodes
+    /// Where a process that names itself after `host` runs, as far as the control-plane nodes
+    /// tell (see [`HostPlacement`]).
+    ///
+    /// The node whose `kubernetes.io/hostname` label is `host`, else the node named `host`
+    /// (compared without case: the kubelet lowercases the hostname it names its node after);
+    /// else, on a cluster of one control-plane node, that node, which is where every process
+    /// of the control plane runs; else any control-plane node.
+    pub fn place_host(&self, host: &str) -> HostPlacement<'_> {
+        let by_label: Vec<&NodeObservation> = self
+            .nodes
             .iter()
-            .find(|node| node.hostname.as_deref() == Some(hostname))
-            .or_else(|| self.nodes.iter().find(|node| node.name == hostname))
+            .filter(|node| {
+                node.hostname
+                    .as_deref()
+                    .is_some_and(|label| label.eq_ignore_ascii_case(host))
+            })
+            .collect();
+        let by_name = || {
+            let mut named = self
+                .nodes
+                .iter()
+                .filter(|node| node.name.eq_ignore_ascii_case(host));
+            match (named.next(), named.next()) {
+                (Some(node), None) => Some(node),
+                _ => None,
+            }
+        };
+        match by_label.as_slice() {
+            [node] => HostPlacement::Node(node),
+            [] => match (by_name(), self.nodes.as_slice()) {
+                (Some(node), _) | (None, [node]) => HostPlacement::Node(node),
+                (None, _) => HostPlacement::AnyNode,
+            },
+            _ => HostPlacement::AnyNode,
+        }
+    }
+
+    /// Whether a process that names itself after `host` may run on `node`: `host` is that
+    /// node, or tells no single node ([`Self::place_host`]).
+    pub fn host_may_be(&self, host: &str, node: &str) -> bool {
+        match self.place_host(host) {
+            HostPlacement::Node(placed) => placed.name == node,
+            HostPlacement::AnyNode => true,
+        }
     }
 
     /// Whether `node` is a control-plane node that reports Ready.
@@ -324,6 +362,21 @@ pub enum NodeReadiness {
     },
     /// The Ready condition is Unknown or missing: the kubelet stopped reporting.
     Unknown,
+}
+
+/// Where a process that names itself after its host runs.
+///
+/// Lease holder identities (`<host>_<uuid>`) and kube-apiserver identity Leases name the host
+/// as the process sees it: `os.Hostname()`, which for a host-network pod is the machine's
+/// hostname. A node is named by its kubelet, after `--hostname-override` when given (kubeadm
+/// passes its `nodeRegistration.name`; clouds name nodes apart from their machines), so the
+/// two need not agree, and machines of a test bed may all share one hostname.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HostPlacement<'a> {
+    /// The host is this control-plane node.
+    Node(&'a NodeObservation),
+    /// The host names no control-plane node, or several: the process may run on any of them.
+    AnyNode,
 }
 
 /// One control-plane node.

@@ -216,37 +216,96 @@ fn a_backup_is_read_with_its_record_and_serialised_without_failing() {
     assert_eq!(json["record"]["target"], "v1.34.0");
 }
 
-#[test]
-fn nodes_are_found_by_hostname_or_name() {
-    let node = |name: &str, hostname: Option<&str>| NodeObservation {
-        name: name.into(),
-        hostname: hostname.map(Into::into),
-        ready: NodeReadiness::Ready,
-        ready_since: None,
-        unschedulable: false,
-    };
-    let obs = Observation {
+/// An observation of `nodes` (name, `kubernetes.io/hostname` label) and nothing else.
+fn with_nodes(nodes: &[(&str, Option<&str>)]) -> Observation {
+    Observation {
         component: crate::component::Component::Scheduler,
         now: at("2026-01-01T00:00:00Z"),
         real: None,
         backup: None,
-        nodes: vec![node("cp-1", Some("host-a")), node("cp-2", None)],
+        nodes: nodes
+            .iter()
+            .map(|(name, hostname)| NodeObservation {
+                name: (*name).into(),
+                hostname: hostname.map(Into::into),
+                ready: NodeReadiness::Ready,
+                ready_since: None,
+                unschedulable: false,
+            })
+            .collect(),
         api: ApiHealth::default(),
         identity_leases: vec![],
         leader_lease: None,
         known_starts: Vec::new(),
         stopped: Vec::new(),
         handed_over: Vec::new(),
-    };
-    assert_eq!(
-        obs.node_by_hostname("host-a").map(|n| n.name.as_str()),
-        Some("cp-1")
-    );
-    assert_eq!(
-        obs.node_by_hostname("cp-2").map(|n| n.name.as_str()),
-        Some("cp-2")
-    );
-    assert!(obs.node_by_hostname("elsewhere").is_none());
+    }
+}
+
+/// Control-plane nodes: name and `kubernetes.io/hostname` label.
+type Nodes<'a> = &'a [(&'a str, Option<&'a str>)];
+
+/// (case, nodes, host a process names) → the node it runs on (`None`: any of them).
+#[test]
+fn a_host_is_placed_on_the_one_node_it_names_and_otherwise_on_any() {
+    let two = [("cp-1", Some("host-a")), ("cp-2", None)];
+    let cases: [(&str, Nodes, &str, Option<&str>); 9] = [
+        ("the hostname label", &two, "host-a", Some("cp-1")),
+        (
+            "the node's name, without a label",
+            &two,
+            "cp-2",
+            Some("cp-2"),
+        ),
+        (
+            "the kubelet lowercases: CP-2 is cp-2",
+            &two,
+            "CP-2",
+            Some("cp-2"),
+        ),
+        ("a host no node names", &two, "elsewhere", None),
+        (
+            "a label shared by two nodes (machines of a test bed share a hostname)",
+            &[("cp-1", Some("bed")), ("cp-2", Some("bed"))],
+            "bed",
+            None,
+        ),
+        (
+            "the label wins over another node's name",
+            &[("cp-1", Some("cp-2")), ("cp-2", Some("vm-2"))],
+            "cp-2",
+            Some("cp-1"),
+        ),
+        (
+            "one control-plane node: a machine hostname apart from the node's name is still it",
+            &[("cp-1", Some("cp-1"))],
+            "vm_abc",
+            Some("cp-1"),
+        ),
+        (
+            "several nodes, a machine hostname apart from every name",
+            &[("cp-1", Some("cp-1")), ("cp-2", Some("cp-2"))],
+            "vm_abc",
+            None,
+        ),
+        ("no node at all", &[], "cp-1", None),
+    ];
+    for (case, nodes, host, expected) in cases {
+        let obs = with_nodes(nodes);
+        let placed = match obs.place_host(host) {
+            HostPlacement::Node(node) => Some(node.name.as_str()),
+            HostPlacement::AnyNode => None,
+        };
+        assert_eq!(placed, expected, "{case}");
+        for node in &obs.nodes {
+            assert_eq!(
+                obs.host_may_be(host, &node.name),
+                expected.is_none_or(|placed| placed == node.name),
+                "{case}: may it be {}?",
+                node.name
+            );
+        }
+    }
 }
 
 #[test]

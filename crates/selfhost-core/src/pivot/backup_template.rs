@@ -81,7 +81,7 @@ pub fn backup_daemonset(
 
 /// Adds `--permit-port-sharing=true` to the component's container: to its command when the
 /// command carries the flags (kubeadm's style), else to its args.
-fn with_port_sharing(mut template: PodTemplateSpec, component: Component) -> PodTemplateSpec {
+pub fn with_port_sharing(mut template: PodTemplateSpec, component: Component) -> PodTemplateSpec {
     let Some(spec) = template.spec.as_mut() else {
         return template;
     };

@@ -43,13 +43,26 @@
 //! process that may hold it runs. It costs one pod restart and, when the process left running
 //! was the holder, one leader change it would not otherwise have made — each as short as any
 //! other hand-over, and only while a process that may hold the Lease is going away anyway. It
-//! needs a standby on another node to take over, as the recreated pod needs a leader of its
-//! own role (the controller-manager's DaemonSet controller creates it, the scheduler places
-//! it); on one node the exception above applies instead.
+//! needs a standby that cannot be the holder (on another node, or started after the
+//! acquisition) to take over, as the recreated pod needs a leader of its own role (the
+//! controller-manager's DaemonSet controller creates it, the scheduler places it); on one node
+//! the exception above applies instead.
 //!
 //! Pods that stopped leave the API soon after (at once, in the simulator), so the engine
 //! remembers the processes it saw stop ([`Observation::stopped`]): a node where all of them
 //! stopped has no pod left at all, and still must count as one where the holder is gone.
+//!
+//! The holder's host is the hostname its process sees, the machine's, which need not be the
+//! node's name: a kubelet names its node after `--hostname-override` when given (kubeadm's
+//! `nodeRegistration.name`, a cloud's node name), and the machines of a test bed may share one
+//! hostname. [`Observation::place_host`] finds the node where it can (by the hostname label,
+//! by name, or the only control-plane node); where it cannot, every control-plane node is a
+//! possible host ([`Hosts`]), and every rule above reads "on the holder's node" as "on any of
+//! them": the holder is gone once no process on any of them may hold the Lease, and the
+//! processes that may hold it are stopped across them while a standby that cannot hold it runs.
+//! Where that proves nothing the Lease is left to expire, a lease duration at worst. The end of
+//! a pivot needs no node either ([`leader_is_new_process`]): a holder that renewed the Lease
+//! after every process other than the new pods' had stopped is one of the new pods' processes.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -59,7 +72,8 @@ use super::{Target, container_name};
 use crate::command_line;
 use crate::component::Component;
 use crate::observation::{
-    ContainerState, DaemonSetObservation, LeaderLease, Observation, PodObservation, StoppedProcess,
+    ContainerState, DaemonSetObservation, HostPlacement, LeaderLease, Observation, PodObservation,
+    StoppedProcess,
 };
 
 /// The flag that turns leader election off; then there is no Lease to verify.
@@ -105,26 +119,33 @@ fn hand_over_decision(obs: &Observation) -> Option<HandOver> {
     }
     let holder = lease.holder()?;
     let acquired = lease.acquire_time?;
-    let node = obs.node_by_hostname(lease.holder_hostname()?)?;
-    if !obs.node_is_ready(&node.name) {
+    let hosts = Hosts::of(obs, lease)?;
+    // A node that is not Ready has a kubelet that is not reporting: its pods' states prove
+    // nothing.
+    if !hosts.nodes.iter().all(|node| obs.node_is_ready(node)) {
         return None;
     }
     let name = container_name(obs);
     let pods: Vec<_> = obs
         .all_pods()
-        .filter(|pod| pod.node.as_deref() == Some(node.name.as_str()))
+        .filter(|pod| hosts.contains(pod.node.as_deref()))
         .collect();
-    // Our pods ran there: the ones left, or processes the engine saw stop.
-    if pods.is_empty() && stopped_on(obs, &node.name).next().is_none() {
+    // Our pods ran on every possible host: the ones left, or processes the engine saw stop.
+    let ours_ran = |node: &str| {
+        pods.iter().any(|pod| pod.node.as_deref() == Some(node))
+            || stopped_on(obs, node).next().is_some()
+    };
+    if !hosts.nodes.iter().all(|node| ours_ran(node)) {
         return None;
     }
+    let on = hosts.describe();
     let may_be_holder = pods.iter().any(|pod| may_hold(obs, pod, acquired));
     let reason = if !may_be_holder {
-        format!(
-            "no {name} process running on {node} is that old",
-            node = node.name
-        )
-    } else if (stopped_since(obs, &node.name, acquired)
+        format!("no {name} process running on {on} is that old")
+    } else if (hosts
+        .nodes
+        .iter()
+        .any(|node| stopped_since(obs, node, acquired))
         || (only_new_pods_started_that_second(obs, &pods, acquired)
             && !recreated_after_our_hand_over(obs, lease)))
         && sole_candidate(obs)
@@ -138,12 +159,11 @@ fn hand_over_decision(obs: &Observation) -> Option<HandOver> {
             )));
         }
         format!(
-            "a {name} process on {node} that may have held it stopped since, and the one \
-             {name} process left is the only one that can hold it next",
-            node = node.name
+            "a {name} process on {on} that may have held it stopped since, and the one \
+             {name} process left is the only one that can hold it next"
         )
     } else {
-        return stop_every_possible_holder(obs, &node.name, &pods, acquired).map(HandOver::Now);
+        return stop_every_possible_holder(obs, &hosts, &pods, acquired).map(HandOver::Now);
     };
     let resource_version = lease.resource_version.clone()?;
     Some(HandOver::Now(Step::HandOverLease {
@@ -152,14 +172,58 @@ fn hand_over_decision(obs: &Observation) -> Option<HandOver> {
         resource_version,
         holder: holder.to_string(),
         why: format!(
-            "its holder acquired it at {acquired} on {node}, and {reason}; it would otherwise \
+            "its holder acquired it at {acquired} on {on}, and {reason}; it would otherwise \
              stay held until {expiry}",
-            node = node.name,
             expiry = lease
                 .expires_at()
                 .map_or_else(|| "it expires".to_string(), |t| t.to_string()),
         ),
     }))
+}
+
+/// The control-plane nodes a Lease's holder may run on: the one its identity's host part
+/// names, or every control-plane node when it names none or several (see
+/// [`Observation::place_host`]).
+struct Hosts<'a> {
+    /// The nodes, by name.
+    nodes: Vec<&'a str>,
+    /// The host part of the holder identity, when it does not tell the node.
+    untold: Option<&'a str>,
+}
+
+impl<'a> Hosts<'a> {
+    /// The possible hosts of the Lease's holder; `None` when the Lease is not held or there
+    /// is no control-plane node.
+    fn of(obs: &'a Observation, lease: &'a LeaderLease) -> Option<Self> {
+        let host = lease.holder_hostname()?;
+        let hosts = match obs.place_host(host) {
+            HostPlacement::Node(node) => Hosts {
+                nodes: vec![node.name.as_str()],
+                untold: None,
+            },
+            HostPlacement::AnyNode => Hosts {
+                nodes: obs.nodes.iter().map(|node| node.name.as_str()).collect(),
+                untold: Some(host),
+            },
+        };
+        (!hosts.nodes.is_empty()).then_some(hosts)
+    }
+
+    /// Whether `node` is one of them.
+    fn contains(&self, node: Option<&str>) -> bool {
+        node.is_some_and(|node| self.nodes.contains(&node))
+    }
+
+    /// Where the holder runs, in words: `cp-1`, or every node with the reason.
+    fn describe(&self) -> String {
+        match self.untold {
+            None => self.nodes.join(", "),
+            Some(host) => format!(
+                "any of {} (its host {host} names no single control-plane node)",
+                self.nodes.join(", ")
+            ),
+        }
+    }
 }
 
 /// Whether the holder has not renewed the Lease since it acquired it: client-go writes the
@@ -235,10 +299,10 @@ pub(super) fn leader_record(obs: &Observation, real: &DaemonSetObservation) -> O
         return None;
     }
     let acquired = lease.acquire_time?;
-    let node = obs.node_by_hostname(lease.holder_hostname()?)?;
+    let hosts = Hosts::of(obs, lease)?;
     let pods: Vec<_> = obs
         .all_pods()
-        .filter(|pod| pod.node.as_deref() == Some(node.name.as_str()))
+        .filter(|pod| hosts.contains(pod.node.as_deref()))
         .collect();
     if !only_new_pods_started_that_second(obs, &pods, acquired) {
         return None;
@@ -253,7 +317,7 @@ pub(super) fn leader_record(obs: &Observation, real: &DaemonSetObservation) -> O
              that same whole second, so a later run could not tell it from a process gone since",
             lease.name,
             lease.holder().unwrap_or_default(),
-            node.name
+            hosts.describe()
         ),
     })
 }
@@ -286,18 +350,20 @@ fn seen_stopping_since(obs: &Observation, node: &str, acquired: Timestamp) -> bo
     stopped_on(obs, node).any(|p| p.started_at <= acquired && p.stopped_by > acquired)
 }
 
-/// When the Lease's holder may be a process on `node` that is going away or has gone, and
-/// other processes there may be it as well: delete one of those others (the next decision
-/// deletes the next), so that all of them stop and the Lease can be handed over once they
-/// have (see the module documentation). `pods` are the node's pods of our DaemonSets.
+/// When the Lease's holder may be a process on one of its possible `hosts` that is going away
+/// or has gone, and other processes there may be it as well: delete one of those others (the
+/// next decision deletes the next), so that all of them stop and the Lease can be handed over
+/// once they have (see the module documentation). `pods` are the hosts' pods of our
+/// DaemonSets.
 ///
 /// Nothing is deleted while every possible holder runs on (the holder is then alive, whoever
-/// it is), nor without a running, Ready standby of the role on another Ready node: it takes
-/// the Lease, and the deleted pod's replacement needs a leader of its role (the
-/// controller-manager creates it, the scheduler places it).
+/// it is), nor without a successor: a running, Ready process of the role on a Ready node that
+/// cannot be the holder (on another node, or started after the acquisition) and is not going
+/// away. It takes the Lease, and the deleted pod's replacement needs a leader of its role
+/// (the controller-manager creates it, the scheduler places it).
 fn stop_every_possible_holder(
     obs: &Observation,
-    node: &str,
+    hosts: &Hosts<'_>,
     pods: &[&PodObservation],
     acquired: Timestamp,
 ) -> Option<Step> {
@@ -322,19 +388,24 @@ fn stop_every_possible_holder(
         .copied()
         .filter(|pod| may_hold(obs, pod, acquired))
         .partition(|pod| going(pod));
-    let pressed = !leaving.is_empty() || seen_stopping_since(obs, node, acquired);
+    let pressed = !leaving.is_empty()
+        || hosts
+            .nodes
+            .iter()
+            .any(|node| seen_stopping_since(obs, node, acquired));
     let pod = staying.first()?;
     if !pressed {
         return None;
     }
+    let possible_holder = |other: &PodObservation| {
+        hosts.contains(other.node.as_deref()) && may_hold(obs, other, acquired)
+    };
     let successor = obs.all_pods().any(|other| {
-        other
-            .node
-            .as_deref()
-            .is_some_and(|n| n != node && obs.node_is_ready(n))
+        other.node.as_deref().is_some_and(|n| obs.node_is_ready(n))
             && other.ready
             && other.is_running(name)
             && !going(other)
+            && !possible_holder(other)
     });
     if !successor {
         return None;
@@ -343,15 +414,16 @@ fn stop_every_possible_holder(
         Some(leaving) => format!("pod {} is going away", leaving.name),
         None => "a process that may hold it has stopped".to_string(),
     };
+    let on = hosts.describe();
     Some(Step::StopPossibleLeaseHolder {
         pod: pod.name.clone(),
         uid: pod.uid.clone(),
-        node: node.to_string(),
+        node: pod.node.clone().unwrap_or_default(),
         why: format!(
-            "the Lease's holder acquired it at {acquired} on {node}, where {gone} while \
+            "the Lease's holder acquired it at {acquired} on {on}, where {gone} while \
              {count} other {name} process(es) that may hold it run on; the holder cannot be \
              told apart, so they stop too and the Lease is handed over once none runs, rather \
-             than left to expire with its holder possibly gone (a standby on another node \
+             than left to expire with its holder possibly gone (a standby that cannot hold it \
              takes over)",
             count = staying.len(),
         ),
@@ -462,6 +534,9 @@ fn stopped_for_good(pod: &PodObservation, name: &str) -> bool {
 /// Whether the component's leader is a process of the real DaemonSet's current template:
 /// the Lease is held, and its holder's node runs a current pod whose process started no later
 /// than the acquisition. `Ok` also when the template turns leader election off.
+///
+/// When the holder's host tells no node ([`Observation::place_host`]), the holder is found
+/// without one ([`led_by_a_new_pod`]).
 pub fn leader_is_new_process(
     obs: &Observation,
     target: &Target,
@@ -485,10 +560,11 @@ pub fn leader_is_new_process(
     let Some(acquired) = lease.acquire_time else {
         return Err(format!("Lease {lease_name} has no acquireTime"));
     };
-    let node = lease
-        .holder_hostname()
-        .and_then(|host| obs.node_by_hostname(host))
-        .ok_or_else(|| format!("leader {holder} runs on no control-plane node"))?;
+    let host = lease.holder_hostname().unwrap_or(holder);
+    let node = match obs.place_host(host) {
+        HostPlacement::Node(node) => node,
+        HostPlacement::AnyNode => return led_by_a_new_pod(obs, real, lease, holder, acquired),
+    };
     let name = container_name(obs);
     let new_process = real.pods_on(&node.name).any(|pod| {
         real.is_current(pod)
@@ -502,6 +578,97 @@ pub fn leader_is_new_process(
             "leader {holder} (since {acquired}) is not a process of the new pod on {}",
             node.name
         ))
+    }
+}
+
+/// Whether the leader is a process of a new pod, where its host tells no node: a new pod's
+/// process (current template, not being deleted) ran at the acquisition, no process of
+/// another pod runs, and the holder renewed the Lease after every process that is not a new
+/// pod's running one had stopped — those the engine saw stop, and those whose stop the
+/// kubelet reports (container restarts included). A holder that renews is alive, so it is one
+/// of the new pods' processes.
+///
+/// A stop the kubelet reports has whole-second precision, so the renewal must come a second
+/// after it; one the engine saw is bounded by the engine's clock, compared with the holder's
+/// as Kubernetes compares clocks. A process that stopped before the engine watched is known
+/// to neither: then the rule trusts the renewal, and at worst a holder that stopped just
+/// before keeps the Lease until it expires, when a new pod's process takes it.
+fn led_by_a_new_pod(
+    obs: &Observation,
+    real: &DaemonSetObservation,
+    lease: &LeaderLease,
+    holder: &str,
+    acquired: Timestamp,
+) -> Result<(), String> {
+    let name = container_name(obs);
+    let host = lease.holder_hostname().unwrap_or(holder);
+    let new_pod = |pod: &PodObservation| {
+        real.pods
+            .iter()
+            .any(|p| p.name == pod.name && p.uid == pod.uid)
+            && real.is_current(pod)
+            && !pod.is_terminating()
+    };
+    let ran_then = real
+        .pods
+        .iter()
+        .any(|pod| new_pod(pod) && pod.process_started_at(name).is_some_and(|s| s <= acquired));
+    if !ran_then {
+        return Err(format!(
+            "leader {holder} (since {acquired}) is not a process of a new pod: none of them \
+             ran then (its host {host} names no single control-plane node)"
+        ));
+    }
+    if let Some(other) = obs.all_pods().find(|pod| {
+        !new_pod(pod)
+            && pod.main_container(name).is_none_or(|c| {
+                matches!(
+                    c.state,
+                    ContainerState::Running { .. } | ContainerState::Unknown
+                )
+            })
+    }) {
+        return Err(format!(
+            "leader {holder} may be the process of pod {} on {}, which is not a new pod (its \
+             host {host} names no single control-plane node)",
+            other.name,
+            other.node.as_deref().unwrap_or("no node")
+        ));
+    }
+    let mut last_stop: Option<Timestamp> = None;
+    for process in &obs.stopped {
+        last_stop = last_stop.max(Some(process.stopped_by));
+    }
+    for pod in obs.all_pods() {
+        let Some(container) = pod.main_container(name) else {
+            continue;
+        };
+        let stopped_once = container.restart_count > 0
+            || matches!(container.state, ContainerState::Terminated { .. });
+        if !stopped_once {
+            continue;
+        }
+        let Some(exit) = container.last_exit_at else {
+            return Err(format!(
+                "a {name} process of pod {} stopped at a time not reported: leader {holder} \
+                 may be it (its host {host} names no single control-plane node)",
+                pod.name
+            ));
+        };
+        let end_of_second = exit
+            .checked_add(SignedDuration::from_secs(1))
+            .unwrap_or(exit);
+        last_stop = last_stop.max(Some(end_of_second));
+    }
+    match (last_stop, lease.renew_time) {
+        (None, _) => Ok(()),
+        (Some(stop), Some(renewed)) if renewed > stop => Ok(()),
+        (Some(stop), _) => Err(format!(
+            "leader {holder} (its host {host} names no single control-plane node) has not \
+             renewed Lease {} since {stop}, when the last process other than the new pods' \
+             stopped: waiting for a renewal that proves it alive, and so a new pod's process",
+            lease.name
+        )),
     }
 }
 

@@ -52,7 +52,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
-pub use backup_template::backup_daemonset;
+pub use backup_template::{backup_daemonset, with_port_sharing};
 pub use drain::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES, exclude_nodes};
 pub use hold::{HELD_UPDATE_STRATEGY, describe_strategy};
 pub use leader::{

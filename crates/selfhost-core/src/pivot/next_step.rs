@@ -36,7 +36,7 @@ use crate::observation::{
     Observation, time,
 };
 use crate::rollout::{
-    SignalPolicy, exits_count_after, failure_signals, rollout_progress, template_hash,
+    SignalPolicy, exits_count_after, failure_signals, rollout_progress, stuck, template_hash,
 };
 use crate::version::KubeVersion;
 
@@ -412,7 +412,8 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// Why the pivot must not start, if it must not: checked only before the backup exists.
+    /// Why the pivot must not start, or not yet (a wait), if so: checked only before the
+    /// backup exists.
     fn start_refusal(&self) -> Option<Step> {
         let not_ready: Vec<String> = self
             .obs
@@ -438,6 +439,20 @@ impl<'a> Cx<'a> {
         }
         let progress = rollout_progress(self.obs, self.real);
         if !progress.is_complete() {
+            // Pods that restart on their own (a controller whose node's kube-apiserver was
+            // just replaced exits and is restarted) converge by waiting; a pod that cannot
+            // start, or a wait past the deadline, needs the operator.
+            let stuck = self.real.pods.iter().find_map(stuck);
+            let deadline = self.deadline_after(None, 1);
+            if stuck.is_none() && self.now() < deadline {
+                return Some(Step::WaitForRollout(Wait {
+                    condition: format!("{} converged before its pivot starts", self.real.name),
+                    pending: progress.pending,
+                    watch: self.watches(false),
+                    recheck_at: Some(deadline),
+                    deadline: Some(deadline),
+                }));
+            }
             return Some(Step::Refuse {
                 reason: format!(
                     "{} has not converged: {}",
@@ -456,17 +471,13 @@ impl<'a> Cx<'a> {
         if let Some(blocked) = expected.blocked {
             return Some(Step::Refuse {
                 reason: blocked,
-                fix: "render the target with --permit-port-sharing=true, or first roll it out \
-                      on the live DaemonSet"
-                    .into(),
+                fix: expected.fix.unwrap_or_default(),
             });
         }
         if expected.requires_accept_downtime && !self.target.options.accept_downtime {
             return Some(Step::Refuse {
                 reason: expected.explanation.join("; "),
-                fix: "re-run with --accept-downtime to accept it, or first give the live \
-                      DaemonSet --permit-port-sharing=true"
-                    .into(),
+                fix: expected.fix.unwrap_or_default(),
             });
         }
         None

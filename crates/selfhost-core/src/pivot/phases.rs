@@ -259,13 +259,13 @@ impl Cx<'_> {
         if let Some(blocked) = expected.blocked {
             return Step::Refuse {
                 reason: blocked,
-                fix: "render the target with --permit-port-sharing=true".into(),
+                fix: expected.fix.unwrap_or_default(),
             };
         }
         if expected.requires_accept_downtime && !self.target.options.accept_downtime {
             return Step::Refuse {
                 reason: expected.explanation.join("; "),
-                fix: "re-run with --accept-downtime to accept it".into(),
+                fix: expected.fix.unwrap_or_default(),
             };
         }
         let pending = self.backup_pending(backup, exclusive);

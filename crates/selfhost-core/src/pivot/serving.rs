@@ -32,6 +32,12 @@
 //! None can be fooled by a probe answered by another process: a process that does not
 //! serve publishes nothing.
 //!
+//! An identity Lease names its host as the process sees it, the machine's hostname, which
+//! need not be a node's name (see [`crate::observation::HostPlacement`]). A sighting whose host
+//! tells no node attributes nothing; the nodes that no sighting is placed on then count as one
+//! host for counting, with the sightings that tell no node as its holders (one control-plane
+//! node is always the host of every sighting).
+//!
 //! Controller-managers and schedulers publish nothing while on standby; for them serving
 //! means running as a standby: Ready, running, on a Ready node.
 
@@ -43,7 +49,9 @@ use super::{
     container_name,
 };
 use crate::component::Component;
-use crate::observation::{IDENTITY_FRESHNESS, IdentitySighting, Observation, PodObservation, time};
+use crate::observation::{
+    HostPlacement, IDENTITY_FRESHNESS, IdentitySighting, Observation, PodObservation, time,
+};
 
 /// Whether the cluster's kube-apiservers publish identity Leases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -179,12 +187,24 @@ pub fn pod_serves(
             }
             match counted_identities(obs, pod) {
                 Some((holders, _)) => Ok(Serving::Identities { holders }),
-                None => Err(format!(
-                    "{node}: pod {} is Ready, but no identity Lease of its own has appeared \
-                     since its process started at {started} (Ready alone can be answered by \
-                     another process on a shared port)",
-                    pod.name
-                )),
+                None => {
+                    let unplaced = unplaced_nodes(obs);
+                    let counted_with = if unplaced.len() > 1 && unplaced.contains(&node) {
+                        format!(
+                            "; the identity Leases name hosts that are no single node's, so it \
+                             counts once every kube-apiserver on {} has renewed one since",
+                            unplaced.join(", ")
+                        )
+                    } else {
+                        String::new()
+                    };
+                    Err(format!(
+                        "{node}: pod {} is Ready, but no identity Lease of its own has appeared \
+                         since its process started at {started} (Ready alone can be answered \
+                         by another process on a shared port){counted_with}",
+                        pod.name
+                    ))
+                }
             }
         }
     }
@@ -314,12 +334,20 @@ fn eliminated_identity<'a>(
 
 /// The holders that make every apiserver process on the pod's host accounted for, if they
 /// do (see the module documentation), with the number of those processes.
+///
+/// Where the pod's node has no sighting placed on it and some sightings tell no node, the
+/// host is every node of [`unplaced_nodes`], and the holders are the unplaced sightings': each
+/// process publishes one identity wherever it runs, so as many fresh holders as processes on
+/// those nodes account for all of them just as on one host.
 fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<(Vec<String>, usize)> {
     let node = pod.node.as_deref()?;
+    let unplaced_nodes = unplaced_nodes(obs);
+    let grouped = unplaced_nodes.contains(&node);
+    let group: Vec<&str> = if grouped { unplaced_nodes } else { vec![node] };
     let name = container_name(obs);
     let on_host: Vec<&PodObservation> = obs
         .all_pods()
-        .filter(|p| p.node.as_deref() == Some(node))
+        .filter(|p| p.node.as_deref().is_some_and(|n| group.contains(&n)))
         .filter(|p| {
             p.main_container(name).is_none_or(|c| {
                 matches!(
@@ -335,10 +363,17 @@ fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<(Vec<St
         on_host.iter().map(|p| p.process_started_at(name)).collect();
     let newest = starts?.into_iter().max()?;
     let since = time::after(newest, std::time::Duration::from_secs(1));
+    let of_host = |s: &IdentitySighting| {
+        if grouped {
+            unplaced(obs, s)
+        } else {
+            sighting_node(obs, s) == Some(node)
+        }
+    };
     let mut holders: Vec<String> = obs
         .identity_leases
         .iter()
-        .filter(|s| sighting_node(obs, s) == Some(node) && s.is_fresh(obs.now))
+        .filter(|s| of_host(s) && s.is_fresh(obs.now))
         .filter(|s| s.last_renewed.is_some_and(|renewed| renewed >= since))
         .map(|s| s.holder.clone())
         .collect();
@@ -347,14 +382,43 @@ fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<(Vec<St
     (holders.len() >= on_host.len()).then_some((holders, on_host.len()))
 }
 
-/// The node a sighting's host is, by hostname label.
+/// The node a sighting's host is, when its hostname label tells one
+/// ([`Observation::place_host`]).
 pub(super) fn sighting_node<'a>(
     obs: &'a Observation,
     sighting: &IdentitySighting,
 ) -> Option<&'a str> {
-    let hostname = sighting.hostname.as_deref()?;
-    obs.node_by_hostname(hostname)
+    match obs.place_host(sighting.hostname.as_deref()?) {
+        HostPlacement::Node(node) => Some(node.name.as_str()),
+        HostPlacement::AnyNode => None,
+    }
+}
+
+/// Whether a sighting's host is a host the nodes do not tell (see [`unplaced_nodes`]).
+fn unplaced(obs: &Observation, sighting: &IdentitySighting) -> bool {
+    sighting
+        .hostname
+        .as_deref()
+        .is_some_and(|host| obs.place_host(host) == HostPlacement::AnyNode)
+}
+
+/// The control-plane nodes no identity sighting is placed on, when some sighting's host tells
+/// no node: the machines of those nodes publish under hostnames that are not the nodes' (or
+/// all under one shared hostname), and the unplaced sightings are theirs. Their processes are
+/// counted together, as the processes of one host are.
+fn unplaced_nodes(obs: &Observation) -> Vec<&str> {
+    if !obs.identity_leases.iter().any(|s| unplaced(obs, s)) {
+        return Vec::new();
+    }
+    obs.nodes
+        .iter()
         .map(|node| node.name.as_str())
+        .filter(|node| {
+            !obs.identity_leases
+                .iter()
+                .any(|s| sighting_node(obs, s) == Some(*node))
+        })
+        .collect()
 }
 
 /// Whether another apiserver process on the pod's node started between the pod's process and

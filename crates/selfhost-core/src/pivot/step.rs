@@ -94,9 +94,10 @@ pub enum Step {
         why: String,
     },
     /// Stop (delete, with its own grace period) a controller-manager or scheduler pod whose
-    /// process may hold the component's Lease, so that none of its node's possible holders
+    /// process may hold the component's Lease, so that none of the possible holders
     /// runs and the Lease can be handed over instead of left to expire. Only pods of our
-    /// DaemonSets, which recreate them, and only while a standby runs on another node.
+    /// DaemonSets, which recreate them, and only while a standby runs that cannot hold the
+    /// Lease (on another node, or started after the acquisition).
     StopPossibleLeaseHolder {
         /// The pod.
         pod: String,

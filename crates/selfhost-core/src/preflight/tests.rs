@@ -202,6 +202,34 @@ fn each_refusal_says_what_is_wrong_and_what_to_do() {
             Some(ApiServer),
             "--accept-downtime",
         ),
+        (
+            "one node without port sharing: the fix is the option, not an edit of the template",
+            1,
+            |_, w| w.live_without_port_sharing(),
+            NEW,
+            CheckId::ExpectedDisruption,
+            Some(ControllerManager),
+            "| re-run with --accept-downtime to accept it this once",
+        ),
+        (
+            "three nodes without port sharing and a rollout wider than one node: the fix names \
+             the DaemonSet and the command",
+            3,
+            |_, mut w| {
+                w = w.live_without_port_sharing();
+                if let Some(strategy) = w.real_mut().update_strategy.as_mut()
+                    && let Some(rolling) = strategy.rolling_update.as_mut()
+                {
+                    rolling.max_unavailable =
+                        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(2));
+                }
+                w
+            },
+            NEW,
+            CheckId::ExpectedDisruption,
+            Some(Scheduler),
+            "| set maxUnavailable of DaemonSet kube-system/self-hosted-kube-scheduler to 1",
+        ),
     ];
     for (case, nodes, change, to, id, component, text) in rows {
         let report = preflight(&cluster(nodes, change), &target_to(to));
@@ -465,4 +493,52 @@ fn the_tail_of_our_own_update_is_finished_not_refused() {
         "{:?}",
         report.checks
     );
+}
+
+/// A run whose kube-apiserver is upgraded (this run's update) while a controller-manager pod
+/// restarts, as one does when its node's kube-apiserver is replaced: the re-run is allowed and
+/// its pivot waits for the pod; a pod that keeps exiting, or no run under way, still refuses.
+#[test]
+fn a_restarting_pod_of_a_later_component_is_waited_for_in_a_run_under_way() {
+    let restarting = |state: fn() -> Pod| {
+        move |c: Component, w: World| match c {
+            Component::ApiServer => w.updated().all_new(40),
+            Component::ControllerManager => w.new_pod("cp-3", state()),
+            Component::Scheduler => w,
+        }
+    };
+    let converged = |report: &PreflightReport| {
+        report
+            .checks
+            .iter()
+            .find(|c| {
+                c.id == CheckId::DaemonSetsConverged
+                    && c.component == Some(Component::ControllerManager)
+            })
+            .map(|c| (c.verdict, c.message.clone()))
+            .expect("the check")
+    };
+
+    let report = preflight(
+        &cluster(3, restarting(|| Pod::Starting { started: 60 })),
+        &target_to(NEW),
+    );
+    assert!(report.allows(), "{:?}", failures(&report));
+    let (verdict, message) = converged(&report);
+    assert_eq!(verdict, Verdict::Warn, "{message}");
+    assert!(message.contains("its pivot waits for it"), "{message}");
+
+    let report = preflight(
+        &cluster(3, restarting(|| Pod::CrashLoop { restarts: 6 })),
+        &target_to(NEW),
+    );
+    let (verdict, message) = converged(&report);
+    assert_eq!(verdict, Verdict::Fail, "{message}");
+
+    let no_run = |c: Component, w: World| match c {
+        Component::ControllerManager => w.new_pod("cp-3", Pod::Starting { started: 60 }),
+        _ => w,
+    };
+    let (verdict, _) = converged(&preflight(&cluster(3, no_run), &target_to(NEW)));
+    assert_eq!(verdict, Verdict::Fail);
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 pub use signals::{
     CRASH_LOOP_REASONS, FailureSignal, IMAGE_FAILURE_REASONS, OUTAGE_SETTLE, SignalPolicy,
-    exits_count_after, failure_signals,
+    exits_count_after, failure_signals, stuck,
 };
 pub use template::{
     TemplateDifference, first_difference, normalize, template_hash, templates_equal,

@@ -20,6 +20,18 @@ pub const IMAGE_FAILURE_REASONS: &[&str] = &[
     "CreateContainerError",
 ];
 
+/// Why the pod cannot start, if it is stuck until someone changes something (a pull that
+/// fails, a bad configuration): the waiting reasons that make a rollout fail at once.
+pub fn stuck(pod: &PodObservation) -> Option<String> {
+    pod.containers.iter().find_map(|c| {
+        let reason = c.state.waiting_reason()?;
+        IMAGE_FAILURE_REASONS.contains(&reason).then(|| {
+            let node = pod.node.as_deref().unwrap_or("(unscheduled)");
+            format!("{node}: pod {} cannot start: {reason}", pod.name)
+        })
+    })
+}
+
 /// Waiting reasons of a container that keeps exiting.
 pub const CRASH_LOOP_REASONS: &[&str] = &["CrashLoopBackOff", "RunContainerError"];
 

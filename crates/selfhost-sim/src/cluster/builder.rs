@@ -21,7 +21,7 @@ use crate::controllers::kubelet::ImageBehaviour;
 /// kubeconfig in a temporary directory, control-plane images v1.29.0–v1.37.9 and the `pause`
 /// images (`registry.k8s.io/pause:3.9`, `3.10`, `3.10.1`), the garbage
 /// collector on, Lease-based leader election with no Lease released on stop (as v1.20 did),
-/// identity Leases from apiservers of v1.26 and later.
+/// identity Leases from apiservers of v1.26 and later, each machine's hostname its node's name.
 #[derive(Debug, Clone)]
 pub struct SimClusterBuilder {
     pub(crate) control_plane_nodes: usize,
@@ -49,6 +49,7 @@ pub struct SimClusterBuilder {
     pub(crate) start_needs_api: bool,
     pub(crate) apiserver_identity: ApiserverIdentity,
     pub(crate) handovers: Option<Handovers>,
+    pub(crate) process_hostname: Option<String>,
 }
 
 impl Default for SimClusterBuilder {
@@ -79,6 +80,7 @@ impl Default for SimClusterBuilder {
             start_needs_api: true,
             apiserver_identity: ApiserverIdentity::ByVersion,
             handovers: None,
+            process_hostname: None,
         }
     }
 }
@@ -245,6 +247,18 @@ impl SimClusterBuilder {
     /// replaces the [`serving_policy`](SimClusterBuilder::serving_policy).
     pub fn handovers(mut self, model: impl Into<Option<Handovers>>) -> Self {
         self.handovers = model.into();
+        self
+    }
+
+    /// The hostname every node's machine has, shared by all of them (a test bed of nodes on
+    /// one machine), when it is not each node's own name. A host-network process sees its
+    /// machine's hostname (`os.Hostname()`) and names itself after it: leader-election holder
+    /// identities are `<hostname>_<uuid>`, and kube-apiserver identity Leases are named after
+    /// and labelled with it, while the kubelet names the node apart from it (as
+    /// `--hostname-override` does: the node's name and its `kubernetes.io/hostname` label stay
+    /// `cp-1`, …). By default each machine's hostname is its node's name.
+    pub fn process_hostname(mut self, hostname: impl Into<String>) -> Self {
+        self.process_hostname = Some(hostname.into());
         self
     }
 

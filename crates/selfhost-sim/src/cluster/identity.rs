@@ -2,7 +2,8 @@
 //! `APIServerIdentity` feature, beta and on by default since then).
 //!
 //! Each kube-apiserver process, once it serves, keeps a Lease in `kube-system` named after
-//! its host — `apiserver-<hash>`, the hash being the first 16 bytes of the SHA-256 of the
+//! its host (the machine's hostname, [`crate::controllers::kubelet::KubeletConfig::hostname`],
+//! which need not be the node's name) — `apiserver-<hash>`, the hash being the first 16 bytes of the SHA-256 of the
 //! length-prefixed hostname and `kube-apiserver`, in lower-case unpadded base32 — labelled
 //! `apiserver.kubernetes.io/identity=kube-apiserver` and `kubernetes.io/hostname=<host>`,
 //! with the holder identity `<lease name>_<uuid>` unique per process and
@@ -146,7 +147,8 @@ impl Default for IdentityLeaseTimings {
 
 /// One serving process's Lease controller.
 struct Publisher {
-    node: String,
+    /// The hostname the process sees: its machine's, the host part of its process identity.
+    host: String,
     lease: String,
     holder: String,
     next_at: Instant,
@@ -224,15 +226,18 @@ impl IdentityLeases {
             let Some(identity) = view.identity.clone() else {
                 continue;
             };
-            let uuid = identity
+            // `<hostname>_<uuid>`: the process names its Lease after the machine's hostname,
+            // which need not be the node's name.
+            let (host, uuid) = identity
                 .rsplit_once('_')
-                .map_or(identity.as_str(), |(_, uuid)| uuid);
-            let lease = identity_lease_name(&backend.node);
+                .unwrap_or((backend.node.as_str(), identity.as_str()));
+            let host = host.to_string();
+            let lease = identity_lease_name(&host);
             let holder = format!("{lease}_{uuid}");
             serving.insert(
-                identity,
+                identity.clone(),
                 Publisher {
-                    node: backend.node.clone(),
+                    host,
                     lease,
                     holder,
                     next_at: now,
@@ -262,7 +267,7 @@ impl IdentityLeases {
                     *labels = json!({});
                 }
                 labels[IDENTITY_LABEL] = json!(IDENTITY_LABEL_VALUE);
-                labels[HOSTNAME_LABEL] = json!(p.node);
+                labels[HOSTNAME_LABEL] = json!(p.host);
                 Ok(new)
             });
         match renewed {
@@ -270,7 +275,7 @@ impl IdentityLeases {
             Err(e) if e.is_not_found() => {
                 let labels = [
                     (IDENTITY_LABEL.to_string(), IDENTITY_LABEL_VALUE.to_string()),
-                    (HOSTNAME_LABEL.to_string(), p.node.clone()),
+                    (HOSTNAME_LABEL.to_string(), p.host.clone()),
                 ];
                 let lease = Lease {
                     metadata: ObjectMeta {

@@ -78,8 +78,8 @@ pub use model::{
     LeaderPolicy, Leadership, NodeContainers, ProcessRef, Role, ServingPolicy,
 };
 pub use prober::{
-    CaughtBy, PROBE_HEADER, PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries, Prober,
-    ProberOptions,
+    CaughtBy, Connections, PROBE_HEADER, PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries,
+    Prober, ProberOptions,
 };
 pub use recorder::{ApiSample, AvailabilityRecorder, PodSample};
 pub use registry::RegistryHandle;

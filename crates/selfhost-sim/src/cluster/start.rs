@@ -63,6 +63,11 @@ fn check(b: &SimClusterBuilder) -> Result<(), ClusterError> {
             "without a control-plane node nothing could serve the API: switch the self-hosting model off".into(),
         ));
     }
+    if b.process_hostname.as_deref().is_some_and(str::is_empty) {
+        return Err(ClusterError::Invalid(
+            "a machine's hostname cannot be empty".into(),
+        ));
+    }
     if super::model::parse_version(&b.version).is_none() {
         return Err(ClusterError::Invalid(format!(
             "version {:?} is not of the form v1.33.2",
@@ -238,6 +243,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         let mut config = KubeletConfig::new(&spec.name, &spec.ip, 0);
         config.pod_subnet = pod_subnet(index);
         config.kubelet_version.clone_from(&b.version);
+        config.hostname.clone_from(&b.process_hostname);
         config.timings = b.timings.kubelet;
         let readiness = front_end.as_ref().and_then(|f| f.readiness(&spec.name));
         if front_end.is_some() {

@@ -514,7 +514,11 @@ impl ConversionView {
             leader_here_acquired: judged
                 .leader_lease
                 .as_ref()
-                .filter(|lease| lease.holder_hostname() == Some(node))
+                .filter(|lease| {
+                    lease
+                        .holder_hostname()
+                        .is_some_and(|host| judged.host_may_be(host, node))
+                })
                 .and_then(|lease| lease.acquire_time),
         })
     }

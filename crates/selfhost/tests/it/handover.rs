@@ -118,8 +118,17 @@ async fn leaderless_during_upgrade(
     factor: u32,
 ) -> (RunReport, Vec<(Role, Vec<Duration>)>) {
     let sim = self_hosted(nodes, factor).await;
+    leaderless_during_upgrade_of(&sim, factor).await
+}
+
+/// [`leaderless_during_upgrade`] of `sim`, whose Lease clocks are `factor` times faster than
+/// real ones.
+pub async fn leaderless_during_upgrade_of(
+    sim: &SimCluster,
+    factor: u32,
+) -> (RunReport, Vec<(Role, Vec<Duration>)>) {
     let started = Instant::now();
-    let (report, _, _) = run_upgrade(&sim, TO, ApplyOptions::default()).await;
+    let (report, _, _) = run_upgrade(sim, TO, ApplyOptions::default()).await;
     assert_eq!(report.outcome, RunOutcome::Done);
     let roles = [Role::ControllerManager, Role::Scheduler];
     // Two Lease durations: long enough for any Lease left behind to expire and be taken.
@@ -178,7 +187,7 @@ async fn leaderless_during_upgrade(
 /// hundred on a loaded two-core one. At a tenth of real time the bound would be 0.3 s, of
 /// which such a load takes most; at a fifth, the scaled latencies use about 0.4 s of the
 /// 0.6 s and the load has the rest.
-const FACTOR: u32 = 5;
+pub const FACTOR: u32 = 5;
 /// The old leaders (processes of the cluster as bootstrapped) renew every upstream retry
 /// period (2 s) until they stop.
 const RETRY_PERIOD: Duration = Duration::from_millis(2_000 / FACTOR as u64);
@@ -194,7 +203,7 @@ async fn every_controller_leader_change_leaves_no_leader_for_at_most_three_secon
 /// latency does not scale with the simulator's, so at a fifth of real time a loaded two-core
 /// machine was seen to take 0.83 s of the 0.6 s bound. At half, the bound is 1.5 s, of which
 /// the scaled latencies take about 0.6 s.
-const SEVERAL_NODES_FACTOR: u32 = 2;
+pub const SEVERAL_NODES_FACTOR: u32 = 2;
 
 /// The same on three nodes: every node runs a backup standby next to its real pod, so the
 /// holder of a Lease is often one of two processes on its node (see `pivot/leader.rs`).

@@ -7,6 +7,8 @@ mod client;
 mod convert;
 mod handover;
 mod held_rollout;
+mod live_templates;
+mod machine_hostname;
 mod prepull;
 mod resume;
 mod retry;

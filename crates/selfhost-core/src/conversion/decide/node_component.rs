@@ -50,8 +50,9 @@ pub struct NodeComponent {
     /// Whether a live leader holds the component's Lease (`Ok` for the apiserver, and when
     /// leader election is off; `Err`: why not).
     pub leader: Result<(), String>,
-    /// When the holder of the component's leader Lease acquired it, if that holder runs on
-    /// this node (its identity's host part is the node's name).
+    /// When the holder of the component's leader Lease acquired it, if that holder may run
+    /// on this node: its identity's host part is this node, or tells no single node
+    /// ([`crate::observation::Observation::host_may_be`]).
     pub leader_here_acquired: Option<Timestamp>,
 }
 

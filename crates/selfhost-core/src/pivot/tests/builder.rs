@@ -111,6 +111,9 @@ pub(crate) struct World {
     /// removed, or its container not running) publishes nothing, so [`World::build`] drops
     /// its sightings.
     owners: BTreeMap<String, String>,
+    /// The hostname every process sees, when it is not its node's name (see
+    /// [`World::machine_hostname`]).
+    machine_hostname: Option<String>,
 }
 
 impl World {
@@ -182,6 +185,7 @@ impl World {
             lagging: false,
             revision: "rev-1",
             owners: BTreeMap::new(),
+            machine_hostname: None,
         };
         for node in &node_names {
             let pod = world.pod(
@@ -327,6 +331,14 @@ impl World {
                 last_exit_at: None,
             }],
         }
+    }
+
+    /// Every process sees `host` as its hostname, which is no node's name (a test bed whose
+    /// machines share one hostname, or nodes named apart from their machines): the leader
+    /// Lease's holder and every identity Lease name `host`, not the node.
+    pub(crate) fn machine_hostname(mut self, host: &str) -> Self {
+        self.machine_hostname = Some(host.to_string());
+        self
     }
 
     /// The cluster publishes no identity Leases at all.
@@ -563,6 +575,17 @@ impl World {
                 .get(&s.holder)
                 .is_none_or(|owner| running.contains(owner))
         });
+        if let Some(host) = &self.machine_hostname {
+            for sighting in &mut obs.identity_leases {
+                sighting.hostname = Some(host.clone());
+            }
+            if let Some(lease) = obs.leader_lease.as_mut()
+                && let Some(holder) = lease.holder.as_mut()
+                && let Some((_, uuid)) = holder.rsplit_once('_')
+            {
+                *holder = format!("{host}_{uuid}");
+            }
+        }
         obs
     }
 }

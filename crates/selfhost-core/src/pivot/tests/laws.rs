@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use super::builder::{Pod, World, target};
 use super::decide;
 use crate::component::Component;
-use crate::observation::Observation;
+use crate::observation::{HostPlacement, Observation};
 use crate::pivot::{Step, Target, pod_serves, template_applied};
 
 /// What one node looks like in a generated cluster.
@@ -65,6 +65,8 @@ struct Scenario {
     held: bool,
     deleting: bool,
     identities: bool,
+    /// Every process sees one machine hostname that is no node's name.
+    shared_hostname: bool,
     /// When the controller-manager or scheduler leader acquired its Lease (on cp-1).
     leader_acquired: i64,
     now: i64,
@@ -78,7 +80,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             Just(Component::Scheduler)
         ],
         proptest::collection::vec((real_pod(), backup_pod()), 1..=3),
-        any::<[bool; 6]>(),
+        any::<[bool; 7]>(),
         0i64..400,
         prop_oneof![Just(-3000i64), 0i64..150],
     )
@@ -91,6 +93,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             held: flags[1] && flags[5],
             deleting: flags[0] && flags[3],
             identities: flags[4],
+            shared_hostname: flags[6],
             leader_acquired,
             now,
         })
@@ -136,6 +139,9 @@ impl Scenario {
         }
         if self.deleting {
             world = world.backup_deleting(150);
+        }
+        if self.shared_hostname {
+            world = world.machine_hostname("bed");
         }
         world
             .at(self.now)
@@ -256,8 +262,8 @@ proptest! {
     }
 
     /// A leader Lease is handed over only when no process that could hold it still runs on
-    /// its holder's node, or when only one process of the component can run at all (it alone
-    /// can hold the Lease after the hand-over).
+    /// its holder's node (on any node, when its host names none), or when only one process of
+    /// the component can run at all (it alone can hold the Lease after the hand-over).
     #[test]
     fn a_lease_is_never_taken_from_a_holder_that_may_be_alive(scenario in scenario()) {
         let component = if scenario.component == Component::Scheduler {
@@ -270,7 +276,12 @@ proptest! {
         if let Step::HandOverLease { .. } = decide(&obs, &target(component)) {
             let lease = obs.leader_lease.as_ref().expect("lease");
             let acquired = lease.acquire_time.expect("acquired");
-            let node = lease.holder_hostname().expect("holder");
+            let host = lease.holder_hostname().expect("holder");
+            // Every node where the holder may run: the one its host names, or all of them.
+            let hosts: Vec<&str> = match obs.place_host(host) {
+                HostPlacement::Node(node) => vec![node.name.as_str()],
+                HostPlacement::AnyNode => obs.nodes.iter().map(|n| n.name.as_str()).collect(),
+            };
             let name = component.name();
             let may_run = obs
                 .all_pods()
@@ -286,7 +297,11 @@ proptest! {
             if may_run <= 1 {
                 return Ok(());
             }
-            for pod in obs.all_pods().filter(|p| p.node.as_deref() == Some(node)) {
+            for pod in obs
+                .all_pods()
+                .filter(|p| p.node.as_deref().is_some_and(|n| hosts.contains(&n)))
+            {
+                let node = pod.node.as_deref().unwrap_or_default();
                 // The earliest its process can have started: the kubelet's whole-second start,
                 // or our own write for a pod that write created (the generator may give such
                 // a pod an impossible earlier start; the bound itself is tested in

@@ -19,6 +19,7 @@ mod start;
 mod successor;
 mod survivor;
 mod tainted;
+mod unplaced_holder;
 mod vacate;
 
 use super::{Step, Target, next_step};

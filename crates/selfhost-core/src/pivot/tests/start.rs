@@ -8,6 +8,39 @@ use crate::component::Component::{ApiServer, ControllerManager, Scheduler};
 use crate::pivot::{APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, BACKUP_CREATED_AT, Step};
 
 #[test]
+fn a_component_whose_pods_restart_on_their_own_is_waited_for_before_its_backup() {
+    // A controller whose node's kube-apiserver was just replaced exits and is restarted: the
+    // next component's pivot waits for it rather than failing a run already under way.
+    check(vec![
+        row(
+            "a controller-manager pod restarting after its kube-apiserver's replacement",
+            World::steady(ControllerManager, 3)
+                .new_pod("cp-3", Pod::Starting { started: -2 })
+                .build(),
+            target(ControllerManager),
+            "wait-for-rollout",
+            &["converged before its pivot starts", "cp-3"],
+        ),
+        row(
+            "the DaemonSet controller has not observed the spec yet",
+            World::steady(Scheduler, 1).controller_lagging().build(),
+            target(Scheduler),
+            "wait-for-rollout",
+            &["observe generation 1"],
+        ),
+        row(
+            "a pod not Ready yet on one node",
+            World::steady(ApiServer, 3)
+                .new_pod("cp-2", Pod::Starting { started: -10 })
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["converged before its pivot starts"],
+        ),
+    ]);
+}
+
+#[test]
 fn a_converged_component_is_backed_up_first() {
     check(vec![
         row(
@@ -88,17 +121,30 @@ fn a_run_refuses_to_start_on_a_cluster_it_cannot_hand_over_safely() {
             &["cp-2 (KubeletNotReady)", "bring the node(s) back"],
         ),
         row(
-            "a pod not Ready",
+            "a pod not Ready past the deadline",
             World::steady(ApiServer, 3)
                 .new_pod("cp-2", Pod::Starting { started: -10 })
+                .at(100_000)
                 .build(),
             target(ApiServer),
             "refuse",
             &["has not converged", "cp-2: pod", "rollout status"],
         ),
         row(
-            "the controller has not observed the spec",
-            World::steady(Scheduler, 1).controller_lagging().build(),
+            "a pod that cannot pull its image",
+            World::steady(ControllerManager, 3)
+                .new_pod("cp-2", Pod::ImagePull)
+                .build(),
+            target(ControllerManager),
+            "refuse",
+            &["has not converged", "cp-2: pod", "rollout status"],
+        ),
+        row(
+            "the controller has not observed the spec by the deadline",
+            World::steady(Scheduler, 1)
+                .controller_lagging()
+                .at(100_000)
+                .build(),
             target(Scheduler),
             "refuse",
             &["observe generation 1"],
@@ -119,14 +165,21 @@ fn a_run_refuses_to_start_on_a_cluster_it_cannot_hand_over_safely() {
                 .build(),
             target(ControllerManager),
             "refuse",
-            &["--accept-downtime", "no leader"],
+            &[
+                "--accept-downtime",
+                "no leader",
+                "re-run with --accept-downtime to accept it this once",
+            ],
         ),
         row(
             "a target without port sharing could never bind next to the backup",
             World::steady(ApiServer, 3).build(),
             target_without_sharing(),
             "refuse",
-            &["lacks --permit-port-sharing=true"],
+            &[
+                "lacks --permit-port-sharing=true",
+                "upgrade to Kubernetes 1.19 or later",
+            ],
         ),
         row(
             "not self-hosted",

@@ -17,6 +17,8 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use tower::{BoxError, ServiceBuilder};
 
+use super::Connections;
+
 /// One dial: the local address, noted when the socket was bound, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Dial {
@@ -101,11 +103,19 @@ impl tower::Service<http::Uri> for Dialler {
 
 /// A kube client over [`Dialler`], as kube builds its own (base URI, credentials, extra
 /// headers, rustls) but with no retry and no timeouts of its own: the prober times each
-/// attempt itself.
-pub(super) fn client(config: kube::Config, dials: Dials) -> Result<kube::Client, kube::Error> {
+/// attempt itself. With [`Connections::NewPerRequest`] the pool keeps no idle connection, so
+/// every request dials.
+pub(super) fn client(
+    config: kube::Config,
+    dials: Dials,
+    connections: Connections,
+) -> Result<kube::Client, kube::Error> {
     let https = config.rustls_https_connector_with_connector(Dialler { dials })?;
-    let hyper_client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-        .build::<_, kube::client::Body>(https);
+    let mut builder = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
+    if connections == Connections::NewPerRequest {
+        builder.pool_max_idle_per_host(0);
+    }
+    let hyper_client = builder.build::<_, kube::client::Body>(https);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)

@@ -64,6 +64,32 @@ pub struct ProberOptions {
     pub namespace: String,
     /// The ConfigMap written (created when missing).
     pub config_map: String,
+    /// Whether attempts reuse keep-alive connections or each opens its own.
+    pub connections: Connections,
+}
+
+/// How a client uses connections: availability differs between the two kinds, so every
+/// figure names the one it was measured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Connections {
+    /// Requests share keep-alive connections from a pool, as a long-running controller or
+    /// client-go program does; a request caught on a reused connection that the server
+    /// closed is replayed as Go's transport does.
+    #[default]
+    KeepAlive,
+    /// Every request opens a new connection, as `kubectl` and scripts do (one process, one
+    /// request): each one meets whichever process the kernel or balancer hands it to.
+    NewPerRequest,
+}
+
+impl Connections {
+    /// The words figures name this kind by.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Connections::KeepAlive => "keep-alive connections",
+            Connections::NewPerRequest => "a new connection per request",
+        }
+    }
 }
 
 impl Default for ProberOptions {
@@ -75,6 +101,7 @@ impl Default for ProberOptions {
             timeout: Duration::from_secs(1),
             namespace: "default".into(),
             config_map: "selfhost-prober".into(),
+            connections: Connections::KeepAlive,
         }
     }
 }
@@ -246,8 +273,22 @@ impl Prober {
         connections: Arc<ConnectionLog>,
     ) -> Result<Prober, kube::Error> {
         let dials = dial::Dials::default();
-        let client = dial::client(config, dials.clone())?;
+        let client = dial::client(config, dials.clone(), options.connections)?;
         Ok(Self::start_with(client, options, Some(connections), dials))
+    }
+
+    /// [`Prober::start`] against any cluster, with a client made from `config` (no retries,
+    /// no timeouts of its own) that uses connections as [`ProberOptions::connections`] says.
+    ///
+    /// # Errors
+    /// The client cannot be made from `config` (its TLS or credentials).
+    pub fn start_with_config(
+        config: kube::Config,
+        options: ProberOptions,
+    ) -> Result<Prober, kube::Error> {
+        let dials = dial::Dials::default();
+        let client = dial::client(config, dials.clone(), options.connections)?;
+        Ok(Self::start_with(client, options, None, dials))
     }
 
     fn start_with(

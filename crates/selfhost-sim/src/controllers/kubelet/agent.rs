@@ -76,7 +76,12 @@ impl Kubelet {
     /// A kubelet whose readiness probes are answered by `model`.
     pub fn with_readiness(config: KubeletConfig, model: Arc<dyn ReadinessModel>) -> Self {
         Kubelet {
-            rt: NodeRuntime::new(&config.node_name, config.timings, model),
+            rt: NodeRuntime::new(
+                &config.node_name,
+                config.hostname.as_deref().unwrap_or(&config.node_name),
+                config.timings,
+                model,
+            ),
             config,
             state: NodeState::Up,
             pods: BTreeMap::new(),

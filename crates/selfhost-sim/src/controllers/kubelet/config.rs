@@ -126,6 +126,11 @@ impl Default for Timings {
 pub struct KubeletConfig {
     /// The node's name.
     pub node_name: String,
+    /// The hostname of the node's machine, which its host-network processes see
+    /// (`os.Hostname()`) and name themselves after: the host part of a leader-election holder
+    /// identity, an apiserver identity Lease's host. `None`: the node's name, as when the
+    /// kubelet names its node after the machine (no `--hostname-override`).
+    pub hostname: Option<String>,
     /// The node's InternalIP: `hostIP`, and `podIP` of hostNetwork pods.
     pub node_ip: String,
     /// The first three octets of this node's pod addresses (`10.244.<n>`).
@@ -141,6 +146,7 @@ impl KubeletConfig {
     pub fn new(node_name: &str, node_ip: &str, index: u8) -> Self {
         KubeletConfig {
             node_name: node_name.to_string(),
+            hostname: None,
             node_ip: node_ip.to_string(),
             pod_subnet: [10, 244, index],
             kubelet_version: "v1.33.0".into(),

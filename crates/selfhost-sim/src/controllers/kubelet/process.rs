@@ -65,7 +65,8 @@ pub struct Process {
     pub container: String,
     /// The binary (`kube-apiserver`), when known.
     pub binary: Option<String>,
-    /// `<hostname>_<uuid>`: unique per process, as leader election names holders.
+    /// `<hostname>_<uuid>`: unique per process, as leader election names holders; the
+    /// hostname is the machine's ([`super::KubeletConfig::hostname`]).
     pub identity: String,
     /// When it started.
     pub started_at: Timestamp,

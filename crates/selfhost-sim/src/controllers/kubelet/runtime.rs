@@ -22,6 +22,8 @@ pub const SIGKILL_EXIT_CODE: i32 = 137;
 
 pub(crate) struct NodeRuntime {
     pub node_name: String,
+    /// The machine's hostname: what its processes name themselves after.
+    pub hostname: String,
     pub timings: Timings,
     pub processes: BTreeMap<ProcessId, Process>,
     pub ports: PortTable,
@@ -34,9 +36,15 @@ pub(crate) struct NodeRuntime {
 }
 
 impl NodeRuntime {
-    pub fn new(node_name: &str, timings: Timings, readiness: Arc<dyn ReadinessModel>) -> Self {
+    pub fn new(
+        node_name: &str,
+        hostname: &str,
+        timings: Timings,
+        readiness: Arc<dyn ReadinessModel>,
+    ) -> Self {
         NodeRuntime {
             node_name: node_name.to_string(),
+            hostname: hostname.to_string(),
             timings,
             processes: BTreeMap::new(),
             ports: PortTable::default(),
@@ -89,7 +97,7 @@ impl NodeRuntime {
             binary: ports::binary_name(container),
             identity: format!(
                 "{}_{}",
-                self.node_name,
+                self.hostname,
                 stable_uuid(&format!("{}/{pod_uid}/{}", self.node_name, id.0))
             ),
             started_at: at,

@@ -195,3 +195,70 @@ async fn expired_identity_leases_are_collected_and_live_ones_kept() {
     );
     cluster.shutdown().await;
 }
+
+/// A test bed whose machines all have the hostname `bed`, no node's name: every process names
+/// itself after it (holder identities, identity Leases), while the nodes keep their own names.
+#[tokio::test]
+async fn processes_name_themselves_after_their_machines_shared_hostname() {
+    let t = timings();
+    let cluster = start(
+        SimCluster::builder()
+            .control_plane_nodes(2)
+            .timings(t)
+            .process_hostname("bed"),
+    )
+    .await;
+    for role in ROLES {
+        let leader = wait_for_holder(&cluster, role).await;
+        let identity = leader.identity.clone().expect("an identity");
+        assert!(identity.starts_with("bed_"), "{identity}");
+        let lease = super::leader_lease(&cluster, role)
+            .await
+            .expect("the Lease exists");
+        assert_eq!(lease_holder(&lease), Some(identity));
+    }
+    let identities: Vec<String> = cluster
+        .processes()
+        .nodes
+        .values()
+        .flat_map(|n| &n.containers)
+        .filter_map(|c| c.process.and(c.identity.clone()))
+        .collect();
+    assert!(
+        identities.len() >= 6,
+        "three components on two nodes: {identities:?}"
+    );
+    let unique: std::collections::BTreeSet<&String> = identities.iter().collect();
+    assert_eq!(unique.len(), identities.len(), "one identity per process");
+    assert!(
+        identities.iter().all(|i| i.starts_with("bed_")),
+        "{identities:?}"
+    );
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client());
+    for node in nodes.list(&ListParams::default()).await.unwrap() {
+        let name = node.metadata.name.clone().unwrap();
+        let label = node.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            label.get(HOSTNAME_LABEL),
+            Some(&name),
+            "the kubelet names its node"
+        );
+    }
+    // Both apiservers see one hostname: they share its one Lease, and none is named after a
+    // node.
+    let bed = identity_lease_name("bed");
+    let shared = |leases: &[Lease]| {
+        let [lease] = leases else {
+            return false;
+        };
+        let labels = lease.metadata.labels.clone().unwrap_or_default();
+        lease.metadata.name.as_deref() == Some(bed.as_str())
+            && labels.get(HOSTNAME_LABEL).map(String::as_str) == Some("bed")
+            && holder_of(lease).starts_with(&format!("{bed}_"))
+    };
+    wait_for_leases(&cluster, "the one identity Lease of bed", shared).await;
+    // Several renewals of both apiservers later, still that one.
+    tokio::time::sleep(t.apiserver_identity.renew_interval * 3).await;
+    assert!(shared(&identity_leases(&cluster).await));
+    cluster.shutdown().await;
+}
