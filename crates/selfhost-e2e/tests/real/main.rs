@@ -1,0 +1,44 @@
+//! selfhost end to end on real Kubernetes processes (the bed of `selfhost-e2e`): every command
+//! run as a user runs it, against kube-apiserver, kube-controller-manager and kube-scheduler
+//! v1.20 started by a kubelet from kubeadm-style static pods, with kubectl as an independent
+//! client.
+//!
+//! These tests need the binaries that `crates/selfhost-e2e/scripts/build-kubernetes.sh`
+//! builds, etcd and HAProxy; they are ignored by a plain `cargo test` and run by `.ci/run`
+//! (or by hand: `cargo test -p selfhost-e2e --test real -- --ignored --test-threads 1`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is a failed test
+
+mod scenarios;
+mod support;
+
+use selfhost_e2e::binaries::TO_TAG;
+
+/// One node, every command in turn: convert, the upgrade killed inside each component's pivot
+/// and run again until it finishes, the same command again, two failed targets rolled back,
+/// convert back. (The upgrade's figures without kills come from `benches/real.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real-process bed: crates/selfhost-e2e/scripts/build-kubernetes.sh"]
+async fn one_node_lifecycle() {
+    let (bed, binaries) = support::bed(1).await;
+    scenarios::convert_to_self_hosted(&bed).await;
+    scenarios::killed_runs_resume(&bed).await;
+    scenarios::nothing_to_do(&bed, TO_TAG).await;
+    scenarios::failed_targets_roll_back(&bed, &binaries, TO_TAG).await;
+    scenarios::convert_to_static(&bed).await;
+    bed.stop().await;
+}
+
+/// Three nodes behind HAProxy: convert, the upgrade killed in each pivot and resumed, the
+/// same command again, a target that cannot be pulled rolled back, convert back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real-process bed: crates/selfhost-e2e/scripts/build-kubernetes.sh"]
+async fn three_nodes_lifecycle() {
+    let (bed, _) = support::bed(3).await;
+    scenarios::convert_to_self_hosted(&bed).await;
+    scenarios::killed_runs_resume(&bed).await;
+    scenarios::nothing_to_do(&bed, TO_TAG).await;
+    scenarios::rolled_back(&bed, "v1.20.4", TO_TAG).await;
+    scenarios::convert_to_static(&bed).await;
+    bed.stop().await;
+}

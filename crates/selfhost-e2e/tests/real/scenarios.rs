@@ -1,0 +1,273 @@
+//! The scenarios: steps an operator takes on a bed, each checking what the operator would
+//! check afterwards (with kubectl where it can).
+
+use std::time::Duration;
+
+use selfhost_e2e::bed::{ImageFault, TestBed};
+use selfhost_e2e::binaries::{Binaries, TO_TAG};
+
+use crate::support::{
+    Figures, LeaderWatch, Probers, control_plane_images, eventually, kubectl, selfhost_to_end,
+};
+
+const COMPONENTS: [&str; 3] = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
+
+/// Converts every node of the bed to self-hosted, one after another, as an operator does.
+pub async fn convert_to_self_hosted(bed: &TestBed) {
+    for node in bed.nodes() {
+        let dir = node.manifests_dir().display().to_string();
+        let run = selfhost_to_end(
+            bed,
+            &[
+                "convert",
+                "to-self-hosted",
+                "--node",
+                &node.name,
+                "--manifests-dir",
+                &dir,
+            ],
+        )
+        .await;
+        assert_eq!(
+            run.code,
+            Some(0),
+            "convert to-self-hosted on {}: {:?}\n{}",
+            node.name,
+            run.result(),
+            run.stderr
+        );
+        eprintln!(
+            "convert to-self-hosted on {}: {:.1} s",
+            node.name,
+            run.wall.as_secs_f64()
+        );
+    }
+    let daemonsets = kubectl(
+        bed,
+        &["-n", "kube-system", "get", "daemonsets", "-o", "name"],
+    );
+    for component in COMPONENTS {
+        assert!(daemonsets.contains(component), "{daemonsets}");
+    }
+}
+
+/// Every control-plane pod runs `tag`.
+pub fn assert_on(bed: &TestBed, tag: &str) {
+    let images = control_plane_images(bed);
+    assert_eq!(images.len(), 3 * bed.nodes().len(), "{images:?}");
+    for line in &images {
+        assert!(line.ends_with(&format!(":{tag}")), "{images:?}");
+    }
+    let version = kubectl(bed, &["version", "-o", "json"]);
+    let value: serde_json::Value = serde_json::from_str(&version).expect("kubectl version json");
+    assert_eq!(value["serverVersion"]["gitVersion"], tag, "{version}");
+}
+
+/// The image tag of each component's real DaemonSet.
+fn daemonset_images(bed: &TestBed) -> Vec<String> {
+    let text = kubectl(
+        bed,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "daemonsets",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.template.spec.containers[0].image}{\"\\n\"}{end}",
+        ],
+    );
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    lines
+}
+
+/// A failed target is rolled back: exit 1, every DaemonSet back on its original image, every
+/// pod Ready again, the API up.
+pub async fn rolled_back(bed: &TestBed, target: &str, original: &str) {
+    let probers = Probers::start(bed).await;
+    let run = selfhost_to_end(bed, &["apply", target, "--force", "--timeout", "3m"]).await;
+    let availability = probers.stop().await;
+    assert_eq!(
+        run.code,
+        Some(1),
+        "apply {target} rolls back: {:?}\n{}",
+        run.result(),
+        run.stderr
+    );
+    let figures = Figures {
+        wall: run.wall,
+        availability,
+        leader_changes: Vec::new(),
+    };
+    eprintln!(
+        "{}",
+        figures.line(&format!("rollback from {target}"), bed.nodes().len())
+    );
+    let images = daemonset_images(bed);
+    assert_eq!(images.len(), 3, "{images:?}");
+    for line in &images {
+        assert!(line.ends_with(&format!(":{original}")), "{images:?}");
+    }
+    let nodes = bed.nodes().len();
+    let client = bed.client().await.expect("client");
+    eventually(
+        "every control-plane pod Ready again",
+        Duration::from_secs(120),
+        || {
+            let client = client.clone();
+            async move {
+                selfhost_e2e::bed::control_plane_state(&client)
+                    .await
+                    .is_ok_and(|s| s.serving(nodes))
+            }
+        },
+    )
+    .await;
+    assert_on(bed, original);
+}
+
+/// Kill points, one inside each component's pivot, reached by successive runs of the same
+/// command: each re-run continues where the last one stopped.
+const KILL_POINTS: [(&str, &str); 3] = [
+    ("kube-apiserver", "update-real"),
+    ("kube-controller-manager", "update-real"),
+    ("kube-scheduler", "update-real"),
+];
+
+/// `apply` killed with SIGKILL inside each component's pivot in turn, each time run again;
+/// the last run finishes.
+pub async fn killed_runs_resume(bed: &TestBed) {
+    let leaders = LeaderWatch::start(bed).await;
+    let probers = Probers::start(bed).await;
+    let started = std::time::Instant::now();
+    for (component, step) in KILL_POINTS {
+        let run = crate::support::selfhost(bed, &["apply", TO_TAG, "--force"], move |e| {
+            crate::support::is_step(e, component, step)
+        })
+        .await;
+        assert!(
+            run.events
+                .iter()
+                .any(|e| crate::support::is_step(e, component, step)),
+            "the run reached {component}/{step}: {:?}\n{}",
+            run.result(),
+            run.stderr
+        );
+        assert_eq!(run.code, None, "killed at {component}/{step}");
+    }
+    let run = selfhost_to_end(bed, &["apply", TO_TAG, "--force"]).await;
+    let figures = Figures {
+        wall: started.elapsed(),
+        availability: probers.stop().await,
+        leader_changes: leaders.stop().await,
+    };
+    eprintln!(
+        "{}",
+        figures.line(
+            "apply killed in each pivot and run again",
+            bed.nodes().len()
+        )
+    );
+    assert_eq!(
+        run.code,
+        Some(0),
+        "the last re-run finishes: {:?}\n{}",
+        run.result(),
+        run.stderr
+    );
+    assert_on(bed, TO_TAG);
+    let daemonsets = kubectl(
+        bed,
+        &["-n", "kube-system", "get", "daemonsets", "-o", "name"],
+    );
+    assert!(
+        !daemonsets.contains("temp-upgrade"),
+        "no backup is left: {daemonsets}"
+    );
+}
+
+/// The same command again after success: nothing to do, nothing changed.
+pub async fn nothing_to_do(bed: &TestBed, target: &str) {
+    let again = selfhost_to_end(bed, &["apply", target, "--force"]).await;
+    assert_eq!(
+        again.code,
+        Some(0),
+        "{:?}\n{}",
+        again.result(),
+        again.stderr
+    );
+    assert!(
+        !again.events.iter().any(|e| e["event"] == "action"),
+        "a second apply changes nothing: {:?}",
+        again.events
+    );
+}
+
+/// Converts every node back to static pods; the static control plane serves and no
+/// DaemonSet is left.
+pub async fn convert_to_static(bed: &TestBed) {
+    for node in bed.nodes() {
+        let dir = node.manifests_dir().display().to_string();
+        let run = selfhost_to_end(
+            bed,
+            &[
+                "convert",
+                "to-static",
+                "--node",
+                &node.name,
+                "--manifests-dir",
+                &dir,
+            ],
+        )
+        .await;
+        assert_eq!(
+            run.code,
+            Some(0),
+            "to-static on {}: {:?}\n{}",
+            node.name,
+            run.result(),
+            run.stderr
+        );
+    }
+    let nodes = bed.nodes().len();
+    let client = bed.client().await.expect("client");
+    eventually(
+        "the static control plane serves",
+        Duration::from_secs(120),
+        || {
+            let client = client.clone();
+            async move {
+                selfhost_e2e::bed::control_plane_state(&client)
+                    .await
+                    .is_ok_and(|s| s.serving(nodes))
+            }
+        },
+    )
+    .await;
+    let daemonsets = kubectl(
+        bed,
+        &["-n", "kube-system", "get", "daemonsets", "-o", "name"],
+    );
+    assert!(
+        daemonsets.trim().is_empty(),
+        "no DaemonSet is left: {daemonsets}"
+    );
+}
+
+/// The two failed targets: a tag with no binary (the image cannot be pulled) and one whose
+/// kube-apiserver exits at start; each is rolled back to `original`.
+pub async fn failed_targets_roll_back(bed: &TestBed, binaries: &Binaries, original: &str) {
+    rolled_back(bed, "v1.20.4", original).await;
+    bed.add_fault_image(
+        "v1.20.5",
+        "kube-apiserver",
+        ImageFault::ExitsAtStart,
+        binaries,
+    )
+    .expect("fault image");
+    rolled_back(bed, "v1.20.5", original).await;
+}
