@@ -40,13 +40,9 @@ impl ControlPlaneState {
     }
 }
 
-fn condition_true<'a>(
-    conditions: impl IntoIterator<Item = (&'a str, &'a str)>,
-    wanted: &str,
-) -> bool {
-    conditions
-        .into_iter()
-        .any(|(kind, status)| kind == wanted && status == "True")
+/// Whether the `Ready` condition among `(type, status)` pairs is `True`.
+fn ready<'a>(mut conditions: impl Iterator<Item = (&'a String, &'a String)>) -> bool {
+    conditions.any(|(kind, status)| kind == "Ready" && status == "True")
 }
 
 /// Reads the control plane's state (an error while the API is down).
@@ -60,19 +56,8 @@ pub async fn control_plane_state(client: &kube::Client) -> Result<ControlPlaneSt
     let ready_nodes = nodes
         .items
         .iter()
-        .filter(|n| {
-            let conditions = n
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .map(|c| {
-                    c.iter()
-                        .map(|c| (c.type_.as_str(), c.status.as_str()))
-                        .collect()
-                })
-                .unwrap_or_else(Vec::new);
-            condition_true(conditions, "Ready")
-        })
+        .flat_map(|n| &n.status)
+        .filter(|s| ready(s.conditions.iter().flatten().map(|c| (&c.type_, &c.status))))
         .count();
     let pods = Api::<Pod>::namespaced(client.clone(), "kube-system")
         .list(&ListParams::default().labels("tier=control-plane"))
@@ -81,19 +66,8 @@ pub async fn control_plane_state(client: &kube::Client) -> Result<ControlPlaneSt
         .items
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            let conditions = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .map(|c| {
-                    c.iter()
-                        .map(|c| (c.type_.as_str(), c.status.as_str()))
-                        .collect()
-                })
-                .unwrap_or_else(Vec::new);
-            condition_true(conditions, "Ready")
-        })
+        .flat_map(|p| &p.status)
+        .filter(|s| ready(s.conditions.iter().flatten().map(|c| (&c.type_, &c.status))))
         .count();
     let leases = Api::<Lease>::namespaced(client.clone(), "kube-system");
     let mut leaders = 0;

@@ -16,36 +16,39 @@ const COMPONENTS: [&str; 3] = [
     "kube-scheduler",
 ];
 
-/// Converts every node of the bed to self-hosted, one after another, as an operator does.
-pub async fn convert_to_self_hosted(bed: &TestBed) {
+/// Runs `selfhost convert <direction>` on every node in turn, as an operator does; each
+/// finishes with exit 0.
+async fn convert_each_node(bed: &TestBed, direction: &str) {
     for node in bed.nodes() {
         let dir = node.manifests_dir().display().to_string();
-        let run = selfhost_to_end(
-            bed,
-            &[
-                "convert",
-                "to-self-hosted",
-                "--node",
-                &node.name,
-                "--manifests-dir",
-                &dir,
-            ],
-        )
-        .await;
+        let args = [
+            "convert",
+            direction,
+            "--node",
+            &node.name,
+            "--manifests-dir",
+            &dir,
+        ];
+        let run = selfhost_to_end(bed, &args).await;
         assert_eq!(
             run.code,
             Some(0),
-            "convert to-self-hosted on {}: {:?}\n{}",
+            "convert {direction} on {}: {:?}\n{}",
             node.name,
             run.result(),
             run.stderr
         );
         eprintln!(
-            "convert to-self-hosted on {}: {:.1} s",
+            "convert {direction} on {}: {:.1} s",
             node.name,
             run.wall.as_secs_f64()
         );
     }
+}
+
+/// Converts every node of the bed to self-hosted; each component then has its DaemonSet.
+pub async fn convert_to_self_hosted(bed: &TestBed) {
+    convert_each_node(bed, "to-self-hosted").await;
     let daemonsets = kubectl(
         bed,
         &["-n", "kube-system", "get", "daemonsets", "-o", "name"],
@@ -210,29 +213,7 @@ pub async fn nothing_to_do(bed: &TestBed, target: &str) {
 /// Converts every node back to static pods; the static control plane serves and no
 /// DaemonSet is left.
 pub async fn convert_to_static(bed: &TestBed) {
-    for node in bed.nodes() {
-        let dir = node.manifests_dir().display().to_string();
-        let run = selfhost_to_end(
-            bed,
-            &[
-                "convert",
-                "to-static",
-                "--node",
-                &node.name,
-                "--manifests-dir",
-                &dir,
-            ],
-        )
-        .await;
-        assert_eq!(
-            run.code,
-            Some(0),
-            "to-static on {}: {:?}\n{}",
-            node.name,
-            run.result(),
-            run.stderr
-        );
-    }
+    convert_each_node(bed, "to-static").await;
     let nodes = bed.nodes().len();
     let client = bed.client().await.expect("client");
     eventually(
