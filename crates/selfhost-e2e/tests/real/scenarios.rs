@@ -115,21 +115,7 @@ pub async fn rolled_back(bed: &TestBed, target: &str, original: &str) {
     for line in &images {
         assert!(line.ends_with(&format!(":{original}")), "{images:?}");
     }
-    let nodes = bed.nodes().len();
-    let client = bed.client().await.expect("client");
-    eventually(
-        "every control-plane pod Ready again",
-        Duration::from_secs(120),
-        || {
-            let client = client.clone();
-            async move {
-                selfhost_e2e::bed::control_plane_state(&client)
-                    .await
-                    .is_ok_and(|s| s.serving(nodes))
-            }
-        },
-    )
-    .await;
+    control_plane_serves(bed, "every control-plane pod Ready again").await;
     assert_on(bed, original);
 }
 
@@ -210,25 +196,27 @@ pub async fn nothing_to_do(bed: &TestBed, target: &str) {
     );
 }
 
+/// Waits (up to two minutes) until every node runs every component Ready and both
+/// controllers lead; `what` names the wait in a failure.
+async fn control_plane_serves(bed: &TestBed, what: &str) {
+    let nodes = bed.nodes().len();
+    let client = bed.client().await.expect("client");
+    eventually(what, Duration::from_secs(120), || {
+        let client = client.clone();
+        async move {
+            selfhost_e2e::bed::control_plane_state(&client)
+                .await
+                .is_ok_and(|s| s.serving(nodes))
+        }
+    })
+    .await;
+}
+
 /// Converts every node back to static pods; the static control plane serves and no
 /// DaemonSet is left.
 pub async fn convert_to_static(bed: &TestBed) {
     convert_each_node(bed, "to-static").await;
-    let nodes = bed.nodes().len();
-    let client = bed.client().await.expect("client");
-    eventually(
-        "the static control plane serves",
-        Duration::from_secs(120),
-        || {
-            let client = client.clone();
-            async move {
-                selfhost_e2e::bed::control_plane_state(&client)
-                    .await
-                    .is_ok_and(|s| s.serving(nodes))
-            }
-        },
-    )
-    .await;
+    control_plane_serves(bed, "the static control plane serves").await;
     let daemonsets = kubectl(
         bed,
         &["-n", "kube-system", "get", "daemonsets", "-o", "name"],
