@@ -42,7 +42,7 @@ pub const HANDED_OVER_GAP: Duration = Duration::from_secs(3);
 pub enum IdentityLeases {
     /// They do.
     Published,
-    /// They do not: new kube-apiservers are trusted after Ready plus a soak.
+    /// They do not: new kube-apiservers are trusted after Ready plus a soak from their start.
     NotPublished,
     /// Not known yet (the apiservers are too young to tell).
     Unknown,
@@ -299,7 +299,7 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
         ),
         IdentityLeases::NotPublished => out.explanation.push(
             "this cluster publishes no kube-apiserver identity Leases: a new kube-apiserver \
-             counts as serving after Ready plus a soak, and old pods are not deleted early"
+             counts as serving after Ready plus a soak from its process's start"
                 .to_string(),
         ),
         IdentityLeases::Unknown => out.explanation.push(

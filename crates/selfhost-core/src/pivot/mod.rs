@@ -36,6 +36,7 @@ mod backup_template;
 mod drain;
 mod hold;
 mod leader;
+mod linger;
 mod next_step;
 mod phases;
 mod recorded;
@@ -85,9 +86,10 @@ pub const ROLLBACK_REASON: &str = "selfhost.dev/rollback-reason";
 
 /// Default per-component deadline: the rollout must complete this long after the update.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
-/// Default soak of a new kube-apiserver when the cluster publishes no identity Leases: well
-/// above the ~3.5 s a real kube-apiserver takes from start to serving, so that a Ready
-/// reported early by a probe on a shared port has long become true.
+/// Default soak of a new kube-apiserver when the cluster publishes no identity Leases, counted
+/// from its process's start (and Ready as well): well above the 3.5–4 s a real kube-apiserver
+/// takes from start to serving, so that a Ready reported early by a probe on a shared port
+/// has long become true.
 pub const DEFAULT_IDENTITY_FALLBACK_SOAK: Duration = Duration::from_secs(15);
 /// Default restarts from which a new pod counts as crash-looping.
 pub const DEFAULT_CRASH_LOOP_RESTARTS: i32 = 3;

@@ -470,7 +470,7 @@ impl Cx<'_> {
         };
         soaks
             .chain(decided)
-            .chain(self.next_vacated_shortening())
+            .chain(self.next_shortening())
             .chain(std::iter::once(deadline))
             .filter(|t| *t > now)
             .min()

@@ -5,10 +5,9 @@
 
 use super::lease_hand_over;
 use super::next_step::Cx;
-use super::serving::{Serving, pod_serves, serves_by_identity};
+use super::serving::{Serving, pod_serves};
 use super::step::Step;
 use super::vacate::Turn;
-use crate::component::Component;
 use crate::observation::PodObservation;
 use crate::rollout::pod_not_rolled_out;
 
@@ -19,55 +18,6 @@ impl Cx<'_> {
         lease_hand_over(self.obs)
             .or_else(|| self.shorten_terminating())
             .or_else(|| self.replace_on_delete())
-    }
-
-    /// An old kube-apiserver pod lingering Terminating (its watches keep it alive for its whole
-    /// grace period) while another pod on its node serves by its own identity Lease: delete it
-    /// again with a short grace period.
-    pub(super) fn shorten_terminating(&self) -> Option<Step> {
-        if self.component() != Component::ApiServer {
-            return None;
-        }
-        if let Some(step) = self.shorten_on_vacated_node() {
-            return Some(step);
-        }
-        let grace = self.shortened_grace_seconds();
-        let mut candidates: Vec<&PodObservation> = self
-            .obs
-            .all_pods()
-            .filter(|pod| pod.is_terminating())
-            .filter(|pod| {
-                pod.deletion_grace_seconds
-                    .or(pod.termination_grace_seconds)
-                    .unwrap_or(30)
-                    > grace
-            })
-            .filter(|pod| !pod.processes_stopped())
-            .collect();
-        candidates.sort_by(|a, b| (&a.node, &a.name).cmp(&(&b.node, &b.name)));
-        // On a node vacated of the backup the successor is the real DaemonSet's current pod:
-        // the old pod that stays there until its turn succeeds nothing.
-        let vacated = self.vacated_nodes();
-        candidates.into_iter().find_map(|pod| {
-            let node = pod.node.as_deref()?;
-            let successor = self
-                .obs
-                .all_pods()
-                .filter(|other| other.name != pod.name && other.node.as_deref() == Some(node))
-                .filter(|other| !vacated.contains(node) || self.real.is_current(other))
-                .find(|other| serves_by_identity(self.obs, self.target, other))?;
-            Some(Step::DeleteOldPod {
-                pod: pod.name.clone(),
-                uid: pod.uid.clone(),
-                node: node.to_string(),
-                grace_period_seconds: Some(grace),
-                why: format!(
-                    "it is Terminating and would linger for its whole grace period, while {} \
-                     on the same node serves by its own identity Lease",
-                    successor.name
-                ),
-            })
-        })
     }
 
     /// With `updateStrategy: OnDelete` (the operator's, or selfhost's hold) the DaemonSet
@@ -121,7 +71,7 @@ impl Cx<'_> {
         let held = self.held_strategy().is_some();
         // Under selfhost's own hold the old pod goes as the controller would delete it, with
         // its own grace period (its `--shutdown-delay-duration` drains it); the grace is
-        // shortened once its successor serves (`shorten_terminating`).
+        // shortened once that delay is over (`linger.rs`).
         let grace = match cover {
             _ if held => None,
             Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. } => {

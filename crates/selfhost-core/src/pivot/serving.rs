@@ -114,7 +114,8 @@ pub enum Serving {
         /// The holders live on the host.
         holders: Vec<String>,
     },
-    /// A kube-apiserver on a cluster without identity Leases, Ready for longer than the soak.
+    /// A kube-apiserver on a cluster without identity Leases, Ready, its process running for
+    /// longer than the soak.
     Soaked,
     /// A controller-manager or scheduler running as a standby (or leader).
     Standby,
@@ -148,16 +149,17 @@ pub fn pod_serves(
     }
     match identity_publishing(obs) {
         IdentityPublishing::NotPublished => {
-            let since = pod.ready_since.map_or(started, |ready| ready.max(started));
+            // The soak runs from the process's start: what it waits for is the process
+            // serving, and a Ready on a shared port may be another process's answer.
             let soak = target.options.identity_fallback_soak;
-            if time::age(obs.now, since) >= soak {
+            if time::age(obs.now, started) >= soak {
                 Ok(Serving::Soaked)
             } else {
                 Err(format!(
                     "{node}: pod {} is Ready; soaking until {} (this cluster publishes no \
                      apiserver identity Leases)",
                     pod.name,
-                    time::after(since, soak)
+                    time::after(started, soak)
                 ))
             }
         }
@@ -210,15 +212,6 @@ pub fn pod_serves(
     }
 }
 
-/// Whether `pod` serves by its own identity Lease (not by the soak fallback): the condition
-/// for shortening another apiserver's Terminating wait.
-pub(crate) fn serves_by_identity(obs: &Observation, target: &Target, pod: &PodObservation) -> bool {
-    matches!(
-        pod_serves(obs, target, pod),
-        Ok(Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. })
-    )
-}
-
 /// Whether a kube-apiserver pod whose readiness probe fails serves all the same by its own
 /// identity Lease: on a shared port the kubelet's probe of one container can be answered by
 /// another process on the node — a new kube-apiserver that never gets Ready answers it with
@@ -259,8 +252,7 @@ pub(crate) fn soak_ends_at(
         return None;
     }
     let started = pod.process_started_at(container_name(obs))?;
-    let since = pod.ready_since.map_or(started, |ready| ready.max(started));
-    let end = time::after(since, target.options.identity_fallback_soak);
+    let end = time::after(started, target.options.identity_fallback_soak);
     (end > obs.now).then_some(end)
 }
 

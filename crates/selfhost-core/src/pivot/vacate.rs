@@ -24,8 +24,8 @@
 //!
 //! A pod on a vacated node deleted with its full grace (by the DaemonSet controller in a
 //! rollback, or by an earlier run) is deleted again with the shortened grace once its own
-//! shutdown delay has passed since its deletion: no other process on its node serves to hand
-//! over to, and by then the balancer has stopped sending it anything.
+//! shutdown delay has passed since its deletion (`linger.rs`): no other process on its node
+//! serves to hand over to, and by then the balancer has stopped sending it anything.
 //!
 //! With one node the backup keeps serving on it throughout, as it must: there is no other
 //! node for clients to go to.
@@ -47,11 +47,9 @@
 //! A backup made with pods (an older selfhost, kubeadm's) is vacated node by node as above.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 
 use super::drain::drained_nodes;
 use super::hold::on_delete;
@@ -59,14 +57,8 @@ use super::next_step::Cx;
 use super::serving::pod_serves;
 use super::step::{Step, Update};
 use super::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES, exclude_nodes};
-use crate::command_line::template_flag;
 use crate::component::Component;
-use crate::config::go_duration;
-use crate::daemonset::SHUTDOWN_DELAY;
-use crate::observation::{BackupObservation, PodObservation, time};
-
-/// The kube-apiserver flag that keeps a stopping process serving, `/readyz` failing.
-const SHUTDOWN_DELAY_FLAG: &str = "shutdown-delay-duration";
+use crate::observation::{BackupObservation, PodObservation};
 
 /// What a node's turn in the held rollout asks for.
 pub(super) enum Turn {
@@ -306,115 +298,8 @@ impl Cx<'_> {
             .and_then(|pod| pod.node.as_deref())
     }
 
-    /// A Terminating kube-apiserver on a vacated node that would linger past the shortened
-    /// grace although its shutdown delay is over: the load balancer has taken the node out
-    /// (nothing on it passes `/readyz`), so delete it again with the shortened grace.
-    pub(super) fn shorten_on_vacated_node(&self) -> Option<Step> {
-        let now = self.now();
-        self.lingering_on_vacated_nodes()
-            .into_iter()
-            .find(|(_, delay_over)| *delay_over <= now)
-            .map(|(pod, _)| Step::DeleteOldPod {
-                pod: pod.name.clone(),
-                uid: pod.uid.clone(),
-                node: pod.node.clone().unwrap_or_default(),
-                grace_period_seconds: Some(self.shortened_grace_seconds()),
-                why: "it is Terminating on a node vacated of the backup, and its shutdown delay \
-                      is over: the load balancer has taken the node out, and nothing on it \
-                      needs the rest of its grace period"
-                    .to_string(),
-            })
-    }
-
-    /// When the next lingering pod on a vacated node may be shortened, or a backup process
-    /// in its shutdown delay has left the port, if one is waiting.
-    pub(super) fn next_vacated_shortening(&self) -> Option<Timestamp> {
-        let now = self.now();
-        self.lingering_on_vacated_nodes()
-            .into_iter()
-            .map(|(_, delay_over)| delay_over)
-            .filter(|at| *at > now)
-            .chain(
-                self.vacates_nodes()
-                    .then(|| self.backup_delay_ends_at())
-                    .flatten(),
-            )
-            .min()
-    }
-
-    /// Terminating kube-apiserver pods on vacated nodes that would outlive the shortened grace,
-    /// each with the moment its shutdown delay is over.
-    fn lingering_on_vacated_nodes(&self) -> Vec<(&PodObservation, Timestamp)> {
-        if self.component() != Component::ApiServer {
-            return Vec::new();
-        }
-        let vacated = self.vacated_nodes();
-        if vacated.is_empty() {
-            return Vec::new();
-        }
-        let shortened_end = time::after(self.now(), self.target.options.shortened_grace);
-        let mut pods: Vec<(&PodObservation, Timestamp)> = self
-            .obs
-            .all_pods()
-            .filter(|pod| pod.node.as_ref().is_some_and(|n| vacated.contains(n)))
-            .filter(|pod| !pod.processes_stopped())
-            .filter_map(|pod| {
-                if pod.deleting_since? <= shortened_end {
-                    return None;
-                }
-                Some((pod, self.delay_over_at(pod)?))
-            })
-            .collect();
-        pods.sort_by(|a, b| (&a.0.node, &a.0.name).cmp(&(&b.0.node, &b.0.name)));
-        pods
-    }
-
     /// Where the real DaemonSet runs on two nodes or more (or wants to).
     fn on_several_nodes(&self) -> bool {
         self.real.nodes().len() >= 2 || self.real.status.desired >= 2
     }
-
-    /// When a Terminating pod's shutdown delay is over: its deletion (the deletion timestamp
-    /// less the grace it was given) plus its `--shutdown-delay-duration`.
-    fn delay_over_at(&self, pod: &PodObservation) -> Option<Timestamp> {
-        let ends = pod.deleting_since?;
-        let grace = pod.deletion_grace_seconds.unwrap_or(0);
-        let deleted = ends.checked_sub(SignedDuration::from_secs(grace)).ok()?;
-        Some(time::after(deleted, self.shutdown_delay(pod)))
-    }
-
-    /// The shortened grace period, in seconds.
-    pub(super) fn shortened_grace_seconds(&self) -> i64 {
-        i64::try_from(self.target.options.shortened_grace.as_secs()).unwrap_or(i64::MAX)
-    }
-
-    /// `pod`'s `--shutdown-delay-duration`, read from the template it was created from (the
-    /// real DaemonSet's for its current pods, the saved original for its old ones, the
-    /// backup's for the backup's); the default selfhost's templates set when it has none.
-    fn shutdown_delay(&self, pod: &PodObservation) -> Duration {
-        let backup = self.obs.backup.as_ref();
-        let template = if backup.is_some_and(|b| b.daemonset.pods.iter().any(|p| p.uid == pod.uid))
-        {
-            backup.map(|b| &b.daemonset.template)
-        } else if self.real.is_current(pod) {
-            Some(&self.real.template)
-        } else {
-            backup
-                .and_then(|b| b.record.as_ref().ok())
-                .map(|r| &r.original_template)
-        };
-        template
-            .and_then(|t| template_shutdown_delay(t, self.component()))
-            .or_else(|| go_duration(SHUTDOWN_DELAY).ok())
-            .unwrap_or(Duration::from_secs(5))
-    }
-}
-
-/// The `--shutdown-delay-duration` a template's component runs with, if it sets one.
-fn template_shutdown_delay(template: &PodTemplateSpec, component: Component) -> Option<Duration> {
-    let value = template_flag(template, component.name(), SHUTDOWN_DELAY_FLAG)?;
-    if value.trim() == "0" || value.trim() == "0s" {
-        return Some(Duration::ZERO);
-    }
-    go_duration(&value).ok()
 }

@@ -15,7 +15,7 @@
 //! its own identity Lease, renewed within [`IDENTITY_FRESHNESS`] (a process renews it only
 //! while it serves). On a cluster that publishes no identity Leases (as the pivot's own
 //! fallback judges it: none renewed while apiservers have run longer than the freshness
-//! window), an apiserver pod Ready for longer than the default soak stands in. Anything
+//! window), a Ready apiserver pod whose process has run longer than the default soak stands in. Anything
 //! less refuses, as before. The pivot itself then proves every pod it relies on again
 //! before it acts.
 
@@ -58,22 +58,20 @@ pub(super) fn serves_despite_readyz(
     let soaked = soaked_apiservers(obs);
     (soaked > 0).then(|| {
         format!(
-            "the API answers reads, and {soaked} kube-apiserver pod(s) have been Ready for over \
-             {} s (this cluster publishes no identity Leases)",
+            "the API answers reads, and {soaked} kube-apiserver pod(s) are Ready with their \
+             process running for over {} s (this cluster publishes no identity Leases)",
             DEFAULT_IDENTITY_FALLBACK_SOAK.as_secs()
         )
     })
 }
 
-/// Running kube-apiserver pods Ready for longer than the default soak.
+/// Running kube-apiserver pods that are Ready and whose process has run for longer than the
+/// default soak.
 fn soaked_apiservers(obs: &Observation) -> usize {
     let name = Component::ApiServer.name();
     obs.all_pods()
         .filter(|pod| pod.ready && !pod.is_terminating())
-        .filter_map(|pod| {
-            let started = pod.process_started_at(name)?;
-            Some(pod.ready_since.map_or(started, |ready| ready.max(started)))
-        })
-        .filter(|since| time::age(obs.now, *since) >= DEFAULT_IDENTITY_FALLBACK_SOAK)
+        .filter_map(|pod| pod.process_started_at(name))
+        .filter(|started| time::age(obs.now, *started) >= DEFAULT_IDENTITY_FALLBACK_SOAK)
         .count()
 }

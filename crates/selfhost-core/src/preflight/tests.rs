@@ -1,6 +1,7 @@
 //! Preflight: every refusal with its message.
 
 use super::*;
+use crate::observation::ContainerState;
 use crate::pivot::tests::builder::{NEW, OLD, Pod, World, template, version};
 use crate::skew::SUPPORTED_VERSIONS;
 
@@ -375,13 +376,13 @@ fn on_a_resume_an_apiserver_serving_by_identity_outweighs_one_failed_readyz() {
              and 1 kube-apiserver process(es) renewed their identity Lease",
         ),
         (
-            "a resume on a cluster without identity Leases, apiservers Ready for long",
+            "a resume on a cluster without identity Leases, apiservers Ready and running for long",
             Box::new(move |c, w| shutting_down(mid_pivot(c, w.without_identity_leases()))),
             Verdict::Warn,
-            "Ready for over 15 s (this cluster publishes no identity Leases)",
+            "running for over 15 s (this cluster publishes no identity Leases)",
         ),
         (
-            "a resume without identity Leases where no apiserver has been Ready for long",
+            "a resume without identity Leases where no apiserver process has run for long",
             Box::new(move |c, w| {
                 let mut w = shutting_down(mid_pivot(c, w.without_identity_leases()));
                 let now = w.obs.now;
@@ -391,8 +392,10 @@ fn on_a_resume_an_apiserver_serving_by_identity_outweighs_one_failed_readyz() {
                     .iter_mut()
                     .chain(w.obs.backup.iter_mut().map(|b| &mut b.daemonset))
                 {
-                    for pod in &mut ds.pods {
-                        pod.ready_since = Some(now);
+                    for container in ds.pods.iter_mut().flat_map(|p| &mut p.containers) {
+                        if let ContainerState::Running { started_at } = &mut container.state {
+                            *started_at = Some(now);
+                        }
                     }
                 }
                 w

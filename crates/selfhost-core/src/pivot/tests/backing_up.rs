@@ -167,15 +167,31 @@ fn without_identity_leases_a_soak_replaces_them() {
     };
     check(vec![
         row(
-            "Ready for 8 s of the 15 s soak",
+            "running for 8 s of the 15 s soak",
             soaking(10),
             target(ApiServer),
             "wait-for-backup",
             &["soaking until", "publishes no apiserver identity Leases"],
         ),
         row(
-            "Ready for 18 s",
+            "running for 18 s",
             soaking(20),
+            target(ApiServer),
+            "update-real",
+            &[],
+        ),
+        row(
+            "the soak runs from the process's start, not from Ready (a Ready on a shared \
+             port may be another process's answer)",
+            {
+                let mut world = World::steady(ApiServer, 1)
+                    .without_identity_leases()
+                    .backup()
+                    .backup_pod("cp-1", Pod::ReadyNoIdentity { started: 2 })
+                    .at(18);
+                world.backup_mut().daemonset.pods[0].ready_since = Some(t(12));
+                world.build()
+            },
             target(ApiServer),
             "update-real",
             &[],

@@ -408,7 +408,8 @@ impl World {
             .iter_mut()
             .filter(|p| p.node.as_deref() == Some(node))
         {
-            pod.deleting_since = Some(t(UPDATE_AT + 1));
+            // The deletion timestamp is when the grace period ends, as the API server sets it.
+            pod.deleting_since = Some(t(UPDATE_AT + 1 + grace));
             pod.deletion_grace_seconds = Some(grace);
         }
         self

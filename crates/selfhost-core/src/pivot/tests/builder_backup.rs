@@ -99,7 +99,7 @@ impl World {
         self
     }
 
-    /// The backup pod on `node` is Terminating.
+    /// The backup pod on `node` is Terminating with `grace` seconds since `UPDATE_AT + 60`.
     pub(crate) fn backup_pod_terminating(mut self, node: &str, grace: i64) -> Self {
         for pod in self
             .backup_mut()
@@ -108,7 +108,8 @@ impl World {
             .iter_mut()
             .filter(|p| p.node.as_deref() == Some(node))
         {
-            pod.deleting_since = Some(t(UPDATE_AT + 60));
+            // The deletion timestamp is when the grace period ends, as the API server sets it.
+            pod.deleting_since = Some(t(UPDATE_AT + 60 + grace));
             pod.deletion_grace_seconds = Some(grace);
         }
         self

@@ -19,8 +19,8 @@ fn removing() -> World {
 fn the_backup_is_waited_for_until_gone() {
     check(vec![
         row(
-            "backup pod Terminating for 30 s while the new pod serves",
-            removing().backup_pod_terminating("cp-1", 30).at(92).build(),
+            "backup pod lingering Terminating past its shutdown delay while the new pod serves",
+            removing().backup_pod_terminating("cp-1", 30).at(96).build(),
             target(ApiServer),
             "delete-old-pod",
             &[

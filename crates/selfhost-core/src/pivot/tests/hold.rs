@@ -57,7 +57,7 @@ fn old_lingering(mut world: World, node: &str, grace: i64) -> World {
         1,
         Pod::Serving { started: -3600 },
     );
-    pod.deleting_since = Some(super::builder::t(UPDATE_AT + 1));
+    pod.deleting_since = Some(super::builder::t(UPDATE_AT + 1 + grace));
     pod.deletion_grace_seconds = Some(grace);
     world.real_mut().pods.push(pod);
     world
@@ -224,7 +224,7 @@ fn a_held_rollout_moves_to_the_next_node_only_once_every_new_pod_serves() {
             &[
                 "old-cp-1",
                 "\"grace_period_seconds\":5",
-                "serves by its own identity Lease",
+                "on the same node serves",
             ],
         ),
         row(

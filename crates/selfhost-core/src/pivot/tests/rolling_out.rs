@@ -96,16 +96,24 @@ fn the_rollout_completes_only_when_every_new_pod_serves() {
 }
 
 #[test]
-fn an_old_apiserver_lingering_terminating_is_deleted_sooner_only_when_its_successor_serves() {
+fn an_old_apiserver_lingering_past_its_shutdown_delay_is_deleted_sooner_when_its_successor_serves()
+{
     check(vec![
         row(
-            "Terminating with 30 s grace, backup serving by identity",
+            "Terminating with 30 s grace, in its shutdown delay",
             updated().old_terminating("cp-1", 30).at(35).build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["is terminating"],
+        ),
+        row(
+            "Terminating with 30 s grace, its shutdown delay over, backup serving by identity",
+            updated().old_terminating("cp-1", 30).at(37).build(),
             target(ApiServer),
             "delete-old-pod",
             &[
                 "\"grace_period_seconds\":5",
-                "serves by its own identity Lease",
+                "shutdown delay is over",
                 "uid-old-cp-1",
             ],
         ),
@@ -117,14 +125,27 @@ fn an_old_apiserver_lingering_terminating_is_deleted_sooner_only_when_its_succes
             &["is terminating"],
         ),
         row(
-            "without identity Leases the soak is not enough to cut a grace period",
+            "without identity Leases a backup that has soaked serves as well",
             World::steady(ApiServer, 1)
                 .without_identity_leases()
                 .backup()
                 .backup_serving()
                 .updated()
                 .old_terminating("cp-1", 30)
-                .at(35)
+                .at(37)
+                .build(),
+            target(ApiServer),
+            "delete-old-pod",
+            &["\"grace_period_seconds\":5", "temp-upgrade"],
+        ),
+        row(
+            "a successor that does not serve shortens nothing",
+            World::steady(ApiServer, 1)
+                .backup()
+                .backup_pod("cp-1", Pod::ReadyNoIdentity { started: 2 })
+                .updated()
+                .old_terminating("cp-1", 30)
+                .at(37)
                 .build(),
             target(ApiServer),
             "wait-for-rollout",
@@ -135,7 +156,7 @@ fn an_old_apiserver_lingering_terminating_is_deleted_sooner_only_when_its_succes
             updated()
                 .old_terminating("cp-1", 30)
                 .real_container_stopped("cp-1")
-                .at(35)
+                .at(37)
                 .build(),
             target(ApiServer),
             "wait-for-rollout",
@@ -163,7 +184,7 @@ fn an_old_apiserver_lingering_terminating_is_deleted_sooner_only_when_its_succes
                 .updated()
                 .old_terminating("cp-1", 30)
                 .leader("cp-1", 5)
-                .at(35)
+                .at(37)
                 .build(),
             target(ControllerManager),
             "wait-for-rollout",

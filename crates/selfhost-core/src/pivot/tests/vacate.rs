@@ -145,15 +145,15 @@ fn a_vacated_node_has_its_old_pod_replaced_while_out_of_rotation() {
             "wait-for-rollout",
             &["no identity Lease of its own"],
         ),
-        // The backup pod of cp-1 deleted at t(85) (Terminating until t(90), grace 5 s): in
-        // its shutdown delay until t(90).
+        // The backup pod of cp-1 deleted at t(90) (Terminating until t(95), grace 5 s): in
+        // its shutdown delay until t(95).
         row(
             "the second node waits while the first node's backup process is in its shutdown delay",
             held(3)
                 .vacating("cp-1")
                 .backup_pod_terminating("cp-1", 5)
                 .new_pod("cp-1", Pod::Serving { started: 40 })
-                .at(UPDATE_AT + 58)
+                .at(UPDATE_AT + 62)
                 .build(),
             target(ApiServer),
             "wait-for-rollout",
@@ -165,7 +165,7 @@ fn a_vacated_node_has_its_old_pod_replaced_while_out_of_rotation() {
                 .vacating("cp-1")
                 .backup_pod_terminating("cp-1", 5)
                 .new_pod("cp-1", Pod::Serving { started: 40 })
-                .at(UPDATE_AT + 61)
+                .at(UPDATE_AT + 66)
                 .build(),
             target(ApiServer),
             "drain-backup-node",
