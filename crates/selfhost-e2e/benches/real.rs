@@ -74,10 +74,12 @@ async fn kubeadm_upgrade(bed: &TestBed) -> Figures {
     if let Err(e) = result {
         panic!("kubeadm's algorithm did not finish: {e}");
     }
+    // The reference's requests are not counted: it is not the tool.
     Figures {
         wall,
         availability,
         leader_changes,
+        api_requests: None,
     }
 }
 
@@ -96,10 +98,14 @@ pub async fn upgrade(bed: &TestBed, target: &str) -> Figures {
         run.stderr
     );
     scenarios::assert_on(bed, target);
+    for line in run.step_seconds() {
+        println!("  {line}");
+    }
     Figures {
         wall: run.wall,
         availability,
         leader_changes,
+        api_requests: run.api_requests(),
     }
 }
 

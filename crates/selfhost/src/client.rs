@@ -9,6 +9,8 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -174,6 +176,25 @@ pub struct Clients {
     pub context: String,
     /// The API server URL of that context.
     pub server: String,
+    /// Every HTTP request both clients have sent.
+    pub requests: RequestCount,
+}
+
+/// How many HTTP requests the clients have sent (lists, watches, writes and health probes,
+/// retries included): the tool's load on the API servers.
+#[derive(Debug, Clone, Default)]
+pub struct RequestCount(Arc<AtomicU64>);
+
+impl RequestCount {
+    /// The requests sent so far.
+    pub fn total(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn count<B>(&self, request: http::Request<B>) -> http::Request<B> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        request
+    }
 }
 
 impl std::fmt::Debug for Clients {
@@ -256,6 +277,7 @@ pub async fn connect_with(
             detail: e.to_string(),
         })?;
     let server = config.cluster_url.to_string();
+    let requests = RequestCount::default();
 
     let build = |mut config: kube::Config, read_timeout: Option<Duration>| {
         config.default_retry = false;
@@ -271,7 +293,15 @@ pub async fn connect_with(
             response.map(|body| http_body_util::Limited::new(body, MAX_RESPONSE_BYTES))
         });
         let fresh = tower::util::MapRequestLayer::new(own_connection);
-        Ok::<_, ClientError>(builder.with_layer(&limit).with_layer(&fresh).build())
+        let counted = requests.clone();
+        let count = tower::util::MapRequestLayer::new(move |r| counted.count(r));
+        Ok::<_, ClientError>(
+            builder
+                .with_layer(&limit)
+                .with_layer(&fresh)
+                .with_layer(&count)
+                .build(),
+        )
     };
     // Watches are long-lived, so the API client has no read timeout; unary calls get an outer
     // deadline from the retry layer instead.
@@ -282,6 +312,7 @@ pub async fn connect_with(
         probe,
         context,
         server,
+        requests,
     })
 }
 

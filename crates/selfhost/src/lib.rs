@@ -22,6 +22,6 @@ pub mod target;
 pub mod upgrade;
 pub mod view;
 
-pub use client::{ClientArgs, ClientError, Clients, connect};
+pub use client::{ClientArgs, ClientError, Clients, RequestCount, connect};
 pub use error::{ApiCallError, FailureKind};
 pub use retry::{RetryPolicy, with_retries};

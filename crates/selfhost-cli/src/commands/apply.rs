@@ -310,6 +310,7 @@ pub async fn run_traced(
             "outcome": name,
             "message": message,
             "disruption": report.disruption,
+            "api_requests": clients.requests.total(),
         }))?;
     } else {
         for line in super::apply_summary::lines(&report.disruption) {

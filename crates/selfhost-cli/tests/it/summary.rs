@@ -64,9 +64,11 @@ async fn the_text_summary_sets_measured_disruption_against_the_expected() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_json_result_carries_expected_and_measured_disruption() {
+async fn the_json_result_carries_disruption_and_the_requests_sent() {
     let sim = crate::one_self_hosted_node().await;
+    let served_before = sim.metrics().total();
     let out = apply(&sim, true).await;
+    let served = sim.metrics().total() - served_before;
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -100,4 +102,6 @@ async fn the_json_result_carries_expected_and_measured_disruption() {
         assert!(d["expected"]["api"]["impact"].is_string(), "{d}");
     }
     assert_eq!(disruption[1]["expected"]["leaderless_gap_seconds"], 3);
+    // Every request the tool sent, as the API server counted them.
+    assert_eq!(result["api_requests"].as_u64(), Some(served), "{result}");
 }

@@ -105,11 +105,15 @@ pub async fn rolled_back(bed: &TestBed, target: &str, original: &str) {
         wall: run.wall,
         availability,
         leader_changes: Vec::new(),
+        api_requests: run.api_requests(),
     };
     eprintln!(
         "{}",
         figures.line(&format!("rollback from {target}"), bed.nodes().len())
     );
+    for line in run.step_seconds() {
+        eprintln!("  {line}");
+    }
     let images = daemonset_images(bed);
     assert_eq!(images.len(), 3, "{images:?}");
     for line in &images {
@@ -149,10 +153,12 @@ pub async fn killed_runs_resume(bed: &TestBed) {
         assert_eq!(run.code, None, "killed at {component}/{step}");
     }
     let run = selfhost_to_end(bed, &["apply", TO_TAG, "--force"]).await;
+    // The killed runs report nothing: their requests are not counted.
     let figures = Figures {
         wall: started.elapsed(),
         availability: probers.stop().await,
         leader_changes: leaders.stop().await,
+        api_requests: None,
     };
     eprintln!(
         "{}",

@@ -79,6 +79,59 @@ impl Run {
     pub fn result(&self) -> Option<&serde_json::Value> {
         self.events.iter().rev().find(|e| e["event"] == "result")
     }
+
+    /// The HTTP requests the run sent, as its `result` event reports them.
+    pub fn api_requests(&self) -> Option<u64> {
+        self.result()?["api_requests"].as_u64()
+    }
+
+    /// Where the time went: per component, the seconds spent in each step (repeated steps
+    /// summed), in the order the steps first ran, one line per component.
+    pub fn step_seconds(&self) -> Vec<String> {
+        let mut components: Vec<(String, Vec<(String, f64)>)> = Vec::new();
+        let marks: Vec<(f64, &str, &str)> = self
+            .events
+            .iter()
+            .filter(|e| e["event"] == "step" || e["event"] == "component-finished")
+            .filter_map(|e| {
+                let step = if e["event"] == "step" {
+                    e["step"].as_str()?
+                } else {
+                    ""
+                };
+                Some((e["at"].as_f64()?, e["component"].as_str()?, step))
+            })
+            .collect();
+        for pair in marks.windows(2) {
+            let ((at, component, step), (next, _, _)) = (pair[0], pair[1]);
+            if step.is_empty() {
+                continue;
+            }
+            let index = match components.iter().position(|(c, _)| c == component) {
+                Some(i) => i,
+                None => {
+                    components.push((component.to_string(), Vec::new()));
+                    components.len() - 1
+                }
+            };
+            let steps = &mut components[index].1;
+            match steps.iter_mut().find(|(s, _)| s == step) {
+                Some((_, seconds)) => *seconds += next - at,
+                None => steps.push((step.to_string(), next - at)),
+            }
+        }
+        components
+            .into_iter()
+            .map(|(component, steps)| {
+                let steps: Vec<String> = steps
+                    .iter()
+                    .filter(|(_, seconds)| *seconds >= 0.05)
+                    .map(|(step, seconds)| format!("{step} {seconds:.1} s"))
+                    .collect();
+                format!("{component}: {}", steps.join(", "))
+            })
+            .collect()
+    }
 }
 
 /// Runs `selfhost --kubeconfig <bed admin> <args> -o json --yes`, killing it with SIGKILL
@@ -318,6 +371,8 @@ pub struct Figures {
     pub availability: Availability,
     /// Each change of a controller's leader.
     pub leader_changes: Vec<LeaderChange>,
+    /// The HTTP requests the tool sent, where it reports them.
+    pub api_requests: Option<u64>,
 }
 
 fn series(r: &ProbeReport) -> String {
@@ -339,9 +394,12 @@ impl Figures {
             .iter()
             .map(|c| format!("{} {:.1} s", c.lease, c.leaderless.as_secs_f64()))
             .collect();
+        let requests = self
+            .api_requests
+            .map_or_else(|| "not counted".to_string(), |n| n.to_string());
         format!(
             "{scenario} on {nodes} node(s): wall {:.1} s; new connection per request: {}; \
-             keep-alive: {}; leaderless per controller change: [{}]",
+             keep-alive: {}; leaderless per controller change: [{}]; API requests: {requests}",
             self.wall.as_secs_f64(),
             series(&self.availability.new_connections),
             series(&self.availability.keep_alive),
