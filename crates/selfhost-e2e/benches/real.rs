@@ -142,12 +142,18 @@ async fn side_by_side(nodes: usize) {
     let ours = upgrade(&bed, TO_TAG).await;
     bed.stop().await;
     println!("{}", ours.line("selfhost apply", nodes));
+    for line in ours.failure_lines() {
+        println!("  failed probes, {line}");
+    }
 
     let (bed, _) = support::bed(nodes).await;
     scenarios::convert_to_self_hosted(&bed).await;
     let theirs = kubeadm_upgrade(&bed).await;
     bed.stop().await;
     println!("{}", theirs.line("kubeadm's algorithm", nodes));
+    for line in theirs.failure_lines() {
+        println!("  failed probes, {line}");
+    }
 
     println!(
         "ratios kubeadm ÷ selfhost on {nodes} node(s): wall {}, failed probes {}, leaderless {}",

@@ -1,7 +1,8 @@
-//! `selfhost demo`: the tool at work on a built-in simulated self-hosted cluster. A prober
-//! reads the API every 10 ms and writes every 50 ms while `selfhost apply` upgrades the
-//! control plane over HTTP, exactly as it would a real cluster; then a summary of what the
-//! upgrade cost. `--compare-naive` does the same upgrade on an identical cluster the way a
+//! `selfhost demo`: the tool at work on a built-in simulated self-hosted cluster. Two probers
+//! read the API every 10 ms and write every 50 ms — one on keep-alive connections, as
+//! controllers use the API, one opening a new connection per request, as kubectl and scripts
+//! do — while `selfhost apply` upgrades the control plane over HTTP, exactly as it would a
+//! real cluster; then a summary of what the upgrade cost to each kind of client. `--compare-naive` does the same upgrade on an identical cluster the way a
 //! user without selfhost would, side by side.
 
 mod figures;
@@ -13,10 +14,11 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::Parser;
 use selfhost_core::KubeVersion;
-use selfhost_core::report::{Availability, AvailabilitySource, UpgradeReport};
+use selfhost_core::report::{Availability, AvailabilitySource, ClientConnections, UpgradeReport};
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::{
-    Handovers, PROBER_USER_AGENT, ProbeReport, Prober, ProberOptions, SimCluster, SimTimings,
+    Connections, Handovers, PROBER_USER_AGENT, ProbeReport, Prober, ProberOptions, SimCluster,
+    SimTimings,
 };
 use tokio::time::Instant;
 
@@ -31,14 +33,28 @@ const SIM_MINORS: std::ops::RangeInclusive<u32> = 29..=37;
 /// The highest patch release of each minor the registry holds.
 const SIM_MAX_PATCH: u32 = 9;
 
-/// The prober's rates and target: it reads an API object, as clients do, rather than
-/// `/readyz`, which a draining apiserver fails on purpose while it still serves.
-fn prober_options() -> ProberOptions {
+/// The kinds of client the demo probes with: availability differs between them.
+const CLIENT_KINDS: [Connections; 2] = [Connections::KeepAlive, Connections::NewPerRequest];
+
+/// A prober's rates and target: it reads an API object, as clients do, rather than
+/// `/readyz`, which a draining apiserver fails on purpose while it still serves. Each kind
+/// of client writes its own ConfigMap.
+fn prober_options(connections: Connections) -> ProberOptions {
     ProberOptions {
         read_interval: Duration::from_millis(10),
         write_interval: Duration::from_millis(50),
         read_path: "/api/v1/namespaces/kube-system".into(),
+        config_map: format!("selfhost-prober-{}", client_kind(connections).slug()),
+        connections,
         ..ProberOptions::default()
+    }
+}
+
+/// The report's name for the simulator's kind of client.
+fn client_kind(connections: Connections) -> ClientConnections {
+    match connections {
+        Connections::KeepAlive => ClientConnections::KeepAlive,
+        Connections::NewPerRequest => ClientConnections::NewPerRequest,
     }
 }
 
@@ -139,21 +155,28 @@ fn apply_command(
     }
 }
 
-/// How long a new cluster may take to answer the prober before the demo gives up on it.
+/// How long a new cluster may take to answer the probers before the demo gives up on it.
 const FIRST_ANSWER: Duration = Duration::from_secs(30);
 
-/// Starts the prober and waits until it has had an answer, so that what it measures is the
-/// upgrade rather than the cluster settling after its start.
-async fn serving_prober(cluster: &SimCluster) -> Result<Prober, CliError> {
-    let prober = cluster
-        .prober(prober_options())
-        .await
-        .map_err(|e| CliError::from(anyhow!(e).context("starting the prober")))?;
+/// Starts a prober of each kind of client and waits until each has had an answer, so that
+/// what they measure is the upgrade rather than the cluster settling after its start.
+async fn serving_probers(cluster: &SimCluster) -> Result<Vec<(Connections, Prober)>, CliError> {
+    let mut probers = Vec::new();
+    for connections in CLIENT_KINDS {
+        let prober = cluster
+            .prober(prober_options(connections))
+            .await
+            .map_err(|e| CliError::from(anyhow!(e).context("starting the prober")))?;
+        probers.push((connections, prober));
+    }
     let deadline = Instant::now() + FIRST_ANSWER;
     loop {
-        let report = prober.report();
-        if report.reads.samples.iter().any(|s| s.ok) && report.writes.samples.iter().any(|s| s.ok) {
-            return Ok(prober);
+        let answered = probers.iter().all(|(_, prober)| {
+            let report = prober.report();
+            report.reads.samples.iter().any(|s| s.ok) && report.writes.samples.iter().any(|s| s.ok)
+        });
+        if answered {
+            return Ok(probers);
         }
         if Instant::now() > deadline {
             return Err(CliError::from(anyhow!(
@@ -162,6 +185,18 @@ async fn serving_prober(cluster: &SimCluster) -> Result<Prober, CliError> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Stops the probers; what each kind of client saw from `from` on.
+async fn stop_probers(
+    probers: Vec<(Connections, Prober)>,
+    from: Instant,
+) -> Vec<(ClientConnections, ProbeReport)> {
+    let mut reports = Vec::new();
+    for (connections, prober) in probers {
+        reports.push((client_kind(connections), since(prober.stop().await, from)));
+    }
+    reports
 }
 
 /// The samples of a probe series sent at or after `from`.
@@ -198,13 +233,13 @@ async fn selfhost_run(
         to,
         component_deadline(args),
     )?;
-    let prober = serving_prober(cluster).await?;
+    let probers = serving_probers(cluster).await?;
     let before = counters(cluster);
     let from = Instant::now();
     let mut trace = RunTrace::new(args.report.is_some(), false);
     let result = super::apply::run_traced(&apply_global, &apply_args, &mut trace).await;
     let seconds = from.elapsed().as_secs_f64();
-    let probes = since(prober.stop().await, from);
+    let probes = stop_probers(probers, from).await;
     let requests = requests_since(cluster, before);
     let end = Instant::now();
     let recorder = cluster.recorder();
@@ -247,11 +282,11 @@ async fn naive_run(
         })
         .await
         .map_err(|e| CliError::from(anyhow!(e).context("connecting to the simulated cluster")))?;
-    let prober = serving_prober(&cluster).await?;
+    let probers = serving_probers(&cluster).await?;
     let before = counters(&cluster);
     let from = Instant::now();
     let run = naive::upgrade(client, &to.to_string(), naive_patience(args)).await;
-    let probes = since(prober.stop().await, from);
+    let probes = stop_probers(probers, from).await;
     let requests = requests_since(&cluster, before);
     let end = Instant::now();
     let recorder = cluster.recorder();
@@ -308,8 +343,9 @@ pub async fn run(global: &GlobalArgs, args: &DemoArgs) -> Result<Outcome, CliErr
     ));
     let cluster = start_cluster(args, &from).await?;
     ui::say(format!(
-        "selfhost demo: upgrading to {to} with `selfhost apply` while a prober reads the API \
-         every 10 ms and writes every 50 ms:\n"
+        "selfhost demo: upgrading to {to} with `selfhost apply` while two probers read the API \
+         every 10 ms and write every 50 ms, one on keep-alive connections, one on a new \
+         connection per request:\n"
     ));
     let (selfhost, mut trace) = selfhost_run(global, args, &cluster, &to).await?;
     let recorded = match trace.recording.take() {
@@ -372,27 +408,31 @@ pub async fn run(global: &GlobalArgs, args: &DemoArgs) -> Result<Outcome, CliErr
     ui::print(&text)?;
 
     if let (Some(path), Some((zero, recorded))) = (&args.report, recorded) {
-        let availability = Availability {
-            source: AvailabilitySource::Prober {
-                read_every_ms: 10,
-                write_every_ms: 50,
-            },
-            attempts: u64::try_from(
-                selfhost.probes.reads.attempts() + selfhost.probes.writes.attempts(),
-            )
-            .unwrap_or(u64::MAX),
-            failures: selfhost.failures_since(zero),
-            outages: selfhost
-                .outages
-                .iter()
-                .map(|(a, b)| {
-                    (
-                        a.saturating_duration_since(zero).as_secs_f64(),
-                        b.saturating_duration_since(zero).as_secs_f64(),
-                    )
-                })
-                .collect(),
-        };
+        let outages: Vec<(f64, f64)> = selfhost
+            .outages
+            .iter()
+            .map(|(a, b)| {
+                (
+                    a.saturating_duration_since(zero).as_secs_f64(),
+                    b.saturating_duration_since(zero).as_secs_f64(),
+                )
+            })
+            .collect();
+        let availability = selfhost
+            .probes
+            .iter()
+            .map(|(connections, probes)| Availability {
+                source: AvailabilitySource::Prober {
+                    read_every_ms: 10,
+                    write_every_ms: 50,
+                    connections: *connections,
+                },
+                attempts: u64::try_from(probes.reads.attempts() + probes.writes.attempts())
+                    .unwrap_or(u64::MAX),
+                failures: figures::failures_since(probes, zero),
+                outages: outages.clone(),
+            })
+            .collect();
         let mut tables = vec![comparison];
         tables.extend(trace::engine_tables(&trace, recorded.duration));
         let report = UpgradeReport {
@@ -408,7 +448,7 @@ pub async fn run(global: &GlobalArgs, args: &DemoArgs) -> Result<Outcome, CliErr
             markers: selfhost::record::markers(&trace.events, trace.engine_offset),
             tables,
             lanes: recorded.lanes,
-            availability: Some(availability),
+            availability,
             notes: vec![
                 "Times are seconds since selfhost connected to the simulated cluster.".into(),
                 "API fully down (red band): no apiserver served at all, as the simulator's \

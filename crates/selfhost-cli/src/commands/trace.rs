@@ -165,7 +165,7 @@ pub fn apply_report(
         markers: selfhost::record::markers(&trace.events, trace.engine_offset),
         tables: engine_tables(trace, recorded.duration),
         lanes: recorded.lanes,
-        availability: recorded.health,
+        availability: recorded.health.into_iter().collect(),
         notes: vec![
             "Times are seconds since selfhost connected to the cluster.".into(),
             "Old template: what the real DaemonSet's pods ran when the recording started \

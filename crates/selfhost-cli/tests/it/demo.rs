@@ -1,5 +1,6 @@
-//! `selfhost demo` as a user runs it: a simulated cluster upgraded while a prober watches,
-//! a summary on stdout and an exit code that says whether the API stayed up.
+//! `selfhost demo` as a user runs it: a simulated cluster upgraded while probers of both
+//! kinds of client watch, a summary on stdout and an exit code that says whether the API
+//! stayed up.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -60,16 +61,21 @@ fn failed(cell: &str) -> u64 {
         .unwrap_or_else(|| panic!("not an ok / failed count: {cell:?}"))
 }
 
-/// The failed count of the selfhost column of a probe row.
+/// The summary's probe rows: reads and writes of each kind of client.
+pub const PROBE_ROWS: [&str; 4] = [
+    "keep-alive: probe reads ok / failed",
+    "keep-alive: probe writes ok / failed",
+    "new connections: probe reads ok / failed",
+    "new connections: probe writes ok / failed",
+];
+
+/// The failed count of the selfhost column of the probe rows, both kinds of client.
 pub fn selfhost_failures(stdout: &str) -> u64 {
-    ["probe reads ok / failed", "probe writes ok / failed"]
-        .iter()
-        .map(|r| failed(row(stdout, r)[0]))
-        .sum()
+    PROBE_ROWS.iter().map(|r| failed(row(stdout, r)[0])).sum()
 }
 
-/// The default run — the measured hand-over model — on three nodes: zero failed probes, as
-/// the engine's own end-to-end tests assert it. A request caught on a keep-alive connection
+/// The default run — the measured hand-over model — on three nodes: zero failed probes for
+/// either kind of client, as the engine's own end-to-end tests assert it. A request caught on a keep-alive connection
 /// that a stopping apiserver closes is sent again by the prober's transport, as Go's is; the
 /// summary counts those apart.
 #[test]
@@ -86,14 +92,17 @@ fn three_nodes_upgrade_with_zero_failed_probes_and_a_naive_upgrade_also_finishes
     let upgrade = row(&run.stdout, "upgrade");
     assert!(upgrade[0].starts_with("done in"), "selfhost: {shown}");
     assert!(upgrade[1].starts_with("done in"), "naive: {shown}");
-    for probes in ["probe reads ok / failed", "probe writes ok / failed"] {
+    for probes in PROBE_ROWS {
         let cells = row(&run.stdout, probes);
         assert_eq!(failed(cells[0]), 0, "selfhost {probes}: {shown}");
     }
     assert_eq!(row(&run.stdout, "API fully down")[0], "never", "{shown}");
-    let replayed: u64 = row(&run.stdout, "probes replayed by the client's transport")[0]
-        .parse()
-        .expect("a count");
+    let replayed: u64 = row(
+        &run.stdout,
+        "keep-alive: probes replayed by the client's transport",
+    )[0]
+    .parse()
+    .expect("a count");
     if replayed > 0 {
         assert!(
             run.stdout
@@ -142,7 +151,7 @@ fn on_one_node_the_naive_upgrade_deadlocks_and_selfhost_does_not() {
     assert_eq!(down[0], "never", "{shown}");
     assert!(down[1].contains("never back"), "{shown}");
     assert!(
-        failed(row(&run.stdout, "probe reads ok / failed")[1]) > 0,
+        failed(row(&run.stdout, "keep-alive: probe reads ok / failed")[1]) > 0,
         "{shown}"
     );
     assert!(

@@ -177,7 +177,17 @@ fn the_demo_report_shows_every_lane_and_step_and_fetches_nothing() {
     let html = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}: {shown}"));
     let page = parse(&html);
     assert_self_contained(&html, &page);
-    assert!(page.ids.contains("lane-api"), "the API lane");
+    for kind in ["keep-alive", "new-connections"] {
+        assert!(
+            page.ids.contains(&format!("lane-api-{kind}")),
+            "an API lane for {kind}"
+        );
+    }
+    assert!(
+        page.text.contains("keep-alive connections")
+            && page.text.contains("a new connection per request"),
+        "the notes name each kind of client"
+    );
     assert!(page.ids.contains("lane-steps"), "the steps lane");
     for node in ["cp-1", "cp-2", "cp-3"] {
         for component in COMPONENTS {
@@ -268,10 +278,11 @@ fn apply_report_says_its_availability_comes_from_the_engines_health_probe() {
     let html = std::fs::read_to_string(&file).expect("the report");
     let page = parse(&html);
     assert_self_contained(&html, &page);
-    assert!(page.ids.contains("lane-api"));
+    assert!(page.ids.contains("lane-api-new-connections"));
     assert!(
-        page.text.contains("the engine's own health probe"),
-        "says where availability comes from"
+        page.text.contains("the engine's own health probe")
+            && page.text.contains("a new connection per request"),
+        "says where availability comes from, and with which kind of client"
     );
     for component in COMPONENTS {
         assert!(

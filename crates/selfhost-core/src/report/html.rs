@@ -138,9 +138,7 @@ pub fn render_html(report: &UpgradeReport) -> String {
         render_table(&mut page, table);
     }
     let mut notes: Vec<String> = Vec::new();
-    if let Some(availability) = &report.availability {
-        notes.push(availability.source.describe());
-    }
+    notes.extend(report.availability.iter().map(|a| a.source.describe()));
     notes.extend(report.notes.iter().cloned());
     notes.push(
         "Pod bars show each pod's phase and Ready condition as the API reported them; a dashed \
@@ -161,8 +159,8 @@ fn render_svg(page: &mut String, report: &UpgradeReport) {
     };
     let mut body = String::new();
     let mut y = 20.0;
-    // The API lane.
-    if let Some(availability) = &report.availability {
+    // The API lanes, one per kind of client.
+    for availability in &report.availability {
         render_availability(&mut body, &scale, availability, y);
         y += BAND_HEIGHT + 6.0;
     }
@@ -222,16 +220,20 @@ fn render_axis(page: &mut String, scale: &Scale, height: f64) {
 }
 
 fn render_availability(body: &mut String, scale: &Scale, availability: &Availability, y: f64) {
+    let connections = availability.source.connections();
     let _ = writeln!(
         body,
-        "<g class=\"lane\" id=\"lane-api\" data-lane=\"api\">\
-         <text x=\"4\" y=\"{:.1}\">API availability</text>\
+        "<g class=\"lane\" id=\"lane-api-{slug}\" data-lane=\"api\" data-connections=\"{slug}\">\
+         <text x=\"4\" y=\"{:.1}\">API, {label}</text>\
          <rect class=\"api-up\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{PLOT_WIDTH:.1}\" height=\"{BAND_HEIGHT:.1}\">\
-         <title>{} probes, {} failed</title></rect>",
+         <title>{} probes on {}, {} failed</title></rect>",
         y + BAND_HEIGHT / 2.0 + 4.0,
         LABEL_WIDTH,
         availability.attempts,
+        connections.describe(),
         availability.failures.len(),
+        label = connections.label(),
+        slug = connections.slug(),
     );
     for (from, to) in &availability.outages {
         let _ = writeln!(

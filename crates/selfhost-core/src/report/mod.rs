@@ -110,7 +110,44 @@ pub struct Lane {
     pub pods: Vec<PodBar>,
 }
 
-/// What the API availability lane was measured with.
+/// How a client uses its connections to the API. Availability differs between the two kinds
+/// (a kept-alive connection stays with the process it reached; a new one meets whichever the
+/// kernel or a load balancer hands it to), so every availability figure names its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientConnections {
+    /// Requests share keep-alive connections, as controllers and client-go programs do.
+    KeepAlive,
+    /// Every request opens a new connection, as kubectl and scripts do.
+    NewPerRequest,
+}
+
+impl ClientConnections {
+    /// The words figures name this kind by.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ClientConnections::KeepAlive => "keep-alive connections",
+            ClientConnections::NewPerRequest => "a new connection per request",
+        }
+    }
+
+    /// A short label for a lane.
+    pub fn label(self) -> &'static str {
+        match self {
+            ClientConnections::KeepAlive => "keep-alive",
+            ClientConnections::NewPerRequest => "new connections",
+        }
+    }
+
+    /// The label as an HTML id part.
+    pub fn slug(self) -> &'static str {
+        match self {
+            ClientConnections::KeepAlive => "keep-alive",
+            ClientConnections::NewPerRequest => "new-connections",
+        }
+    }
+}
+
+/// What an API availability lane was measured with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AvailabilitySource {
     /// An independent client reading and writing at fixed intervals (the demo's prober).
@@ -119,8 +156,11 @@ pub enum AvailabilitySource {
         read_every_ms: u64,
         /// Milliseconds between writes.
         write_every_ms: u64,
+        /// How the prober uses its connections.
+        connections: ClientConnections,
     },
-    /// The engine's own `/readyz` health probe, as it observes the API while it works.
+    /// The engine's own `/readyz` health probe, as it observes the API while it works (its
+    /// client opens a new connection per request).
     EngineHealth {
         /// Milliseconds between probes.
         every_ms: u64,
@@ -128,20 +168,30 @@ pub enum AvailabilitySource {
 }
 
 impl AvailabilitySource {
+    /// How the client that measured uses its connections.
+    pub fn connections(&self) -> ClientConnections {
+        match self {
+            AvailabilitySource::Prober { connections, .. } => *connections,
+            AvailabilitySource::EngineHealth { .. } => ClientConnections::NewPerRequest,
+        }
+    }
+
     /// What the lane shows and how it was measured, in a sentence.
     pub fn describe(&self) -> String {
         match self {
             AvailabilitySource::Prober {
                 read_every_ms,
                 write_every_ms,
+                connections,
             } => format!(
-                "API availability as an independent prober saw it: a read every {read_every_ms} ms \
-                 and a write every {write_every_ms} ms, each without retries."
+                "API availability as an independent prober on {} saw it: a read every \
+                 {read_every_ms} ms and a write every {write_every_ms} ms, each without retries.",
+                connections.describe()
             ),
             AvailabilitySource::EngineHealth { every_ms } => format!(
                 "API availability as the engine's own health probe saw it (/readyz every \
-                 {every_ms} ms through the engine's client); no independent prober ran, so short \
-                 gaps between probes are not visible."
+                 {every_ms} ms through the engine's client, a new connection per request); no \
+                 independent prober ran, so short gaps between probes are not visible."
             ),
         }
     }
@@ -220,8 +270,8 @@ pub struct UpgradeReport {
     pub duration: f64,
     /// One lane per node and component.
     pub lanes: Vec<Lane>,
-    /// The API availability lane.
-    pub availability: Option<Availability>,
+    /// The API availability lanes, one per kind of client that measured.
+    pub availability: Vec<Availability>,
     /// The engine's steps.
     pub markers: Vec<Marker>,
     /// Tables under the timeline.

@@ -254,7 +254,7 @@ fn everything_that_comes_from_outside_is_escaped() {
             ));
             t.finish(1.0)
         },
-        availability: Some(Availability {
+        availability: vec![Availability {
             source: AvailabilitySource::EngineHealth { every_ms: 250 },
             attempts: 1,
             failures: vec![ProbeFailure {
@@ -263,7 +263,7 @@ fn everything_that_comes_from_outside_is_escaped() {
                 error: hostile.into(),
             }],
             outages: vec![],
-        }),
+        }],
         markers: vec![Marker {
             at: 0.1,
             component: ApiServer,
@@ -362,10 +362,11 @@ fn sample_report() -> UpgradeReport {
         success: true,
         duration: 4.0,
         lanes: t.finish(4.0),
-        availability: Some(Availability {
+        availability: vec![Availability {
             source: AvailabilitySource::Prober {
                 read_every_ms: 10,
                 write_every_ms: 50,
+                connections: ClientConnections::NewPerRequest,
             },
             attempts: 480,
             failures: vec![ProbeFailure {
@@ -374,7 +375,7 @@ fn sample_report() -> UpgradeReport {
                 error: "connection closed".into(),
             }],
             outages: vec![(1.5, 1.55)],
-        }),
+        }],
         tables: vec![Table {
             title: "Summary".into(),
             headers: vec!["what".into(), "value".into()],
@@ -391,7 +392,7 @@ fn the_page_is_self_contained_and_names_every_lane_and_marker() {
     for lane in [
         "data-node=\"cp-1\" data-component=\"kube-apiserver\"",
         "data-node=\"cp-2\" data-component=\"kube-apiserver\"",
-        "id=\"lane-api\"",
+        "id=\"lane-api-new-connections\"",
         "id=\"lane-steps\"",
     ] {
         assert!(html.contains(lane), "missing {lane}");

@@ -114,6 +114,9 @@ pub async fn rolled_back(bed: &TestBed, target: &str, original: &str) {
     for line in run.step_seconds() {
         eprintln!("  {line}");
     }
+    for line in figures.failure_lines() {
+        eprintln!("  failed probes, {line}");
+    }
     let images = daemonset_images(bed);
     assert_eq!(images.len(), 3, "{images:?}");
     for line in &images {

@@ -375,6 +375,22 @@ pub struct Figures {
     pub api_requests: Option<u64>,
 }
 
+/// Why probes of `r` failed, with how often, e.g. `2 x read: timed out`.
+fn failure_reasons(r: &ProbeReport) -> String {
+    let mut counts: std::collections::BTreeMap<(&str, String), usize> = Default::default();
+    for (series, kind) in [(&r.reads, "read"), (&r.writes, "write")] {
+        for sample in series.samples.iter().filter(|s| !s.ok) {
+            let reason = sample.error.clone().unwrap_or_default();
+            *counts.entry((kind, reason)).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .map(|((kind, reason), n)| format!("{n} x {kind}: {reason}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn series(r: &ProbeReport) -> String {
     format!(
         "reads {} of {} failed (longest gap {:.1} s), writes {} of {} failed",
@@ -387,6 +403,22 @@ fn series(r: &ProbeReport) -> String {
 }
 
 impl Figures {
+    /// Why probes failed, one line per kind of client that saw failures.
+    pub fn failure_lines(&self) -> Vec<String> {
+        [
+            (
+                "new connection per request",
+                &self.availability.new_connections,
+            ),
+            ("keep-alive", &self.availability.keep_alive),
+        ]
+        .into_iter()
+        .map(|(kind, r)| (kind, failure_reasons(r)))
+        .filter(|(_, reasons)| !reasons.is_empty())
+        .map(|(kind, reasons)| format!("{kind}: {reasons}"))
+        .collect()
+    }
+
     /// One line naming each client kind, for the log and docs/benchmarks.md.
     pub fn line(&self, scenario: &str, nodes: usize) -> String {
         let leaderless: Vec<String> = self

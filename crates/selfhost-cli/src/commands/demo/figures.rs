@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use selfhost_core::report::{ProbeFailure, ProbeKind, Table};
+use selfhost_core::report::{ClientConnections, ProbeFailure, ProbeKind, Table};
 use selfhost_sim::cluster::{ProbeReport, ProbeSeries};
 use tokio::time::Instant;
 
@@ -15,8 +15,8 @@ pub struct Figures {
     pub outcome: String,
     /// Whether it reached the target.
     pub upgraded: bool,
-    /// What the prober recorded.
-    pub probes: ProbeReport,
+    /// What each kind of client's prober recorded.
+    pub probes: Vec<(ClientConnections, ProbeReport)>,
     /// When the upgrade started.
     pub from: Instant,
     /// The stretches in which the API answered nothing at all (the simulator's model).
@@ -40,9 +40,17 @@ fn secs(d: Duration) -> String {
 }
 
 impl Figures {
-    /// Failed probes, reads and writes.
+    /// Failed probes, reads and writes, of every kind of client.
     pub fn failed_probes(&self) -> usize {
-        self.probes.reads.failures() + self.probes.writes.failures()
+        self.probes
+            .iter()
+            .map(|(_, p)| p.reads.failures() + p.writes.failures())
+            .sum()
+    }
+
+    /// What the prober of `kind` recorded, if one ran.
+    fn probes_of(&self, kind: ClientConnections) -> Option<&ProbeReport> {
+        self.probes.iter().find(|(k, _)| *k == kind).map(|(_, p)| p)
     }
 
     /// Whether the API was fully down at some moment.
@@ -68,32 +76,32 @@ impl Figures {
             format!("{} time(s), {} in all", self.outages.len(), secs(total))
         }
     }
-
-    /// The failed probes on a time axis that starts at `zero`, for the report.
-    pub fn failures_since(&self, zero: Instant) -> Vec<ProbeFailure> {
-        let mut out: Vec<ProbeFailure> = [
-            (&self.probes.reads, ProbeKind::Read),
-            (&self.probes.writes, ProbeKind::Write),
-        ]
-        .into_iter()
-        .flat_map(|(series, kind)| {
-            series
-                .samples
-                .iter()
-                .filter(|s| !s.ok)
-                .map(move |s| ProbeFailure {
-                    at: s.started.saturating_duration_since(zero).as_secs_f64(),
-                    kind,
-                    error: s.error.clone().unwrap_or_default(),
-                })
-        })
-        .collect();
-        out.sort_by(|a, b| a.at.total_cmp(&b.at));
-        out
-    }
 }
 
-/// The side-by-side table: one column per run.
+/// The failed probes of one prober on a time axis that starts at `zero`, for the report.
+pub fn failures_since(probes: &ProbeReport, zero: Instant) -> Vec<ProbeFailure> {
+    let mut out: Vec<ProbeFailure> = [
+        (&probes.reads, ProbeKind::Read),
+        (&probes.writes, ProbeKind::Write),
+    ]
+    .into_iter()
+    .flat_map(|(series, kind)| {
+        series
+            .samples
+            .iter()
+            .filter(|s| !s.ok)
+            .map(move |s| ProbeFailure {
+                at: s.started.saturating_duration_since(zero).as_secs_f64(),
+                kind,
+                error: s.error.clone().unwrap_or_default(),
+            })
+    })
+    .collect();
+    out.sort_by(|a, b| a.at.total_cmp(&b.at));
+    out
+}
+
+/// The side-by-side table: one column per run, the probes' rows per kind of client.
 pub fn comparison(runs: &[&Figures]) -> Table {
     let mut headers = vec![String::new()];
     headers.extend(runs.iter().map(|r| r.label.to_string()));
@@ -102,24 +110,44 @@ pub fn comparison(runs: &[&Figures]) -> Table {
         row.extend(runs.iter().map(|r| cell(r)));
         row
     };
+    let mut kinds: Vec<ClientConnections> = Vec::new();
+    for (kind, _) in runs.iter().flat_map(|r| &r.probes) {
+        if !kinds.contains(kind) {
+            kinds.push(*kind);
+        }
+    }
+    let mut rows = vec![row("upgrade", &|r| r.outcome.clone())];
+    for kind in kinds {
+        let of = |r: &Figures, cell: &dyn Fn(&ProbeReport) -> String| {
+            r.probes_of(kind).map_or_else(|| "-".to_string(), cell)
+        };
+        let name = kind.label();
+        rows.push(row(&format!("{name}: probe reads ok / failed"), &|r| {
+            of(r, &|p| ok_failed(&p.reads))
+        }));
+        rows.push(row(&format!("{name}: probe writes ok / failed"), &|r| {
+            of(r, &|p| ok_failed(&p.writes))
+        }));
+        rows.push(row(
+            &format!("{name}: longest time without a successful read"),
+            &|r| of(r, &|p| secs(p.reads.longest_gap())),
+        ));
+        if kind == ClientConnections::KeepAlive {
+            // Only a reused connection can be closed under a request and replayed.
+            rows.push(row(
+                &format!("{name}: probes replayed by the client's transport"),
+                &|r| of(r, &|p| p.replayed().to_string()),
+            ));
+        }
+    }
+    rows.push(row("API fully down", &|r| r.down_text()));
+    rows.push(row("API requests by the upgrading client", &|r| {
+        r.requests.to_string()
+    }));
     Table {
         title: "Summary".into(),
         headers,
-        rows: vec![
-            row("upgrade", &|r| r.outcome.clone()),
-            row("probe reads ok / failed", &|r| ok_failed(&r.probes.reads)),
-            row("probe writes ok / failed", &|r| ok_failed(&r.probes.writes)),
-            row("probes replayed by the client's transport", &|r| {
-                r.probes.replayed().to_string()
-            }),
-            row("longest time without a successful read", &|r| {
-                secs(r.probes.reads.longest_gap())
-            }),
-            row("API fully down", &|r| r.down_text()),
-            row("API requests by the upgrading client", &|r| {
-                r.requests.to_string()
-            }),
-        ],
+        rows,
     }
 }
 
@@ -175,8 +203,14 @@ pub fn verdict(selfhost: &Figures, nodes: usize, naive: Option<&Figures>) -> (bo
 pub fn replay_reasons(runs: &[&Figures]) -> String {
     let mut out = String::new();
     for run in runs {
-        for (reason, n) in run.probes.replay_reasons() {
-            out.push_str(&format!("  {}: {n} x {reason}\n", run.label));
+        for (kind, probes) in &run.probes {
+            for (reason, n) in probes.replay_reasons() {
+                out.push_str(&format!(
+                    "  {}, {}: {n} x {reason}\n",
+                    run.label,
+                    kind.label()
+                ));
+            }
         }
     }
     out
@@ -186,17 +220,23 @@ pub fn replay_reasons(runs: &[&Figures]) -> String {
 pub fn failure_reasons(runs: &[&Figures]) -> String {
     let mut out = String::new();
     for run in runs {
-        let mut counts: std::collections::BTreeMap<(&'static str, String), usize> =
-            std::collections::BTreeMap::new();
-        for (series, kind) in [(&run.probes.reads, "read"), (&run.probes.writes, "write")] {
-            for sample in series.samples.iter().filter(|s| !s.ok) {
-                let reason = sample.error.clone().unwrap_or_default();
-                *counts.entry((kind, reason)).or_default() += 1;
+        for (client, probes) in &run.probes {
+            let mut counts: std::collections::BTreeMap<(&'static str, String), usize> =
+                std::collections::BTreeMap::new();
+            for (series, kind) in [(&probes.reads, "read"), (&probes.writes, "write")] {
+                for sample in series.samples.iter().filter(|s| !s.ok) {
+                    let reason = sample.error.clone().unwrap_or_default();
+                    *counts.entry((kind, reason)).or_default() += 1;
+                }
             }
-        }
-        // A deadlocked cluster fails every probe the same way; a few lines say it all.
-        for ((kind, reason), n) in counts.into_iter().take(4) {
-            out.push_str(&format!("  {}: {n} x {kind}: {reason}\n", run.label));
+            // A deadlocked cluster fails every probe the same way; a few lines say it all.
+            for ((kind, reason), n) in counts.into_iter().take(4) {
+                out.push_str(&format!(
+                    "  {}, {}: {n} x {kind}: {reason}\n",
+                    run.label,
+                    client.label()
+                ));
+            }
         }
     }
     out
