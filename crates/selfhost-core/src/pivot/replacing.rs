@@ -77,7 +77,7 @@ impl Cx<'_> {
             Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. } => {
                 Some(self.shortened_grace_seconds())
             }
-            Serving::Soaked | Serving::Standby => None,
+            Serving::Soaked | Serving::Alone | Serving::Standby => None,
         };
         Some(Step::DeleteOldPod {
             pod: pod.name.clone(),

@@ -5,7 +5,8 @@
 //! Ready within milliseconds because the old process answered. A kube-apiserver counts as
 //! serving only when it says so itself: its own identity Lease appeared after its process
 //! started and is being renewed. Clusters that publish no identity Leases (before 1.26, or
-//! the `APIServerIdentity` gate off) fall back to Ready plus a soak.
+//! the `APIServerIdentity` gate off) fall back to Ready plus a soak from the process's start,
+//! or Ready alone where no other process can have answered the probe (`Serving::Alone`).
 //!
 //! Holder identities are per process but say nothing about *which* pod they belong to, so a
 //! pod counts as serving by identity in one of two ways (both only with holders renewed within
@@ -117,6 +118,9 @@ pub enum Serving {
     /// A kube-apiserver on a cluster without identity Leases, Ready, its process running for
     /// longer than the soak.
     Soaked,
+    /// A kube-apiserver on a cluster without identity Leases whose Ready can only be its own
+    /// answer: see [`answers_its_own_probe`].
+    Alone,
     /// A controller-manager or scheduler running as a standby (or leader).
     Standby,
 }
@@ -148,6 +152,9 @@ pub fn pod_serves(
         return Ok(Serving::Standby);
     }
     match identity_publishing(obs) {
+        IdentityPublishing::NotPublished if answers_its_own_probe(obs, pod, name) => {
+            Ok(Serving::Alone)
+        }
         IdentityPublishing::NotPublished => {
             // The soak runs from the process's start: what it waits for is the process
             // serving, and a Ready on a shared port may be another process's answer.
@@ -210,6 +217,25 @@ pub fn pod_serves(
             }
         }
     }
+}
+
+/// Whether nobody but `pod`'s own process can have answered its readiness probe: the backup
+/// runs as a record only (the held rollout on two nodes or more: no backup process on the
+/// pod's node), `pod` is the real DaemonSet's current pod, which its controller creates only
+/// once the node's previous pod is gone, and no other kube-apiserver process runs on its
+/// node. A backup pod vacated from the node earlier left the port after its shutdown delay,
+/// before the old pod it preceded was gone. The soak stands in for a proof only where
+/// another process shares the port; here Ready is the proof.
+fn answers_its_own_probe(obs: &Observation, pod: &PodObservation, name: &str) -> bool {
+    let record_only = obs
+        .backup
+        .as_ref()
+        .is_some_and(super::vacate::runs_as_record_only);
+    let current = obs.real.as_ref().is_some_and(|real| real.is_current(pod));
+    let others_on_node = obs
+        .all_pods()
+        .any(|other| other.uid != pod.uid && other.node == pod.node && other.is_running(name));
+    record_only && current && !others_on_node
 }
 
 /// Whether a kube-apiserver pod whose readiness probe fails serves all the same by its own

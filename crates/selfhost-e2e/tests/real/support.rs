@@ -7,8 +7,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
+use kube::api::PostParams;
 use selfhost_e2e::bed::{BedOptions, TestBed};
 use selfhost_e2e::binaries::{Binaries, FROM_TAG};
 use selfhost_sim::cluster::{Connections, ProbeReport, Prober, ProberOptions};
@@ -253,9 +256,32 @@ pub struct Availability {
     pub keep_alive: ProbeReport,
 }
 
+/// The ConfigMaps the probers read and write, one per kind of client.
+const PROBER_CONFIG_MAPS: [&str; 2] = ["prober-new-connections", "prober-keep-alive"];
+
 impl Probers {
-    /// Starts both.
+    /// Starts both, once the ConfigMaps they read exist: a read before its prober's first
+    /// write would fail with 404 and count against the API.
     pub async fn start(bed: &TestBed) -> Probers {
+        let client = bed.client().await.expect("client");
+        let config_maps: Api<ConfigMap> = Api::namespaced(client, "default");
+        for name in PROBER_CONFIG_MAPS {
+            let config_map = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(name.to_string()),
+                    ..ObjectMeta::default()
+                },
+                ..ConfigMap::default()
+            };
+            match config_maps
+                .create(&PostParams::default(), &config_map)
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => panic!("creating ConfigMap default/{name}: {e}"),
+            }
+        }
         let config = bed.kube_config().await.expect("admin kubeconfig");
         let options = |connections, config_map: &str| ProberOptions {
             read_interval: Duration::from_millis(20),
@@ -266,13 +292,14 @@ impl Probers {
             config_map: config_map.into(),
             connections,
         };
+        let [new_connections_map, keep_alive_map] = PROBER_CONFIG_MAPS;
         let new_connections = Prober::start_with_config(
             config.clone(),
-            options(Connections::NewPerRequest, "prober-new-connections"),
+            options(Connections::NewPerRequest, new_connections_map),
         )
         .expect("prober");
         let keep_alive =
-            Prober::start_with_config(config, options(Connections::KeepAlive, "prober-keep-alive"))
+            Prober::start_with_config(config, options(Connections::KeepAlive, keep_alive_map))
                 .expect("prober");
         Probers {
             new_connections,

@@ -5,7 +5,9 @@
 //!
 //! A process goes through: socket created, not accepting (the connection hangs, TLS handshake
 //! included) → accepting, authorization cache not loaded (403 to API requests) → accepting,
-//! not ready (500 on `/readyz`, `/healthz` and API requests) → serving. On SIGTERM its
+//! not ready (500 on `/readyz` and `/healthz`; API requests are served, as a real
+//! kube-apiserver serves them before its post-start hooks and informers are done — one that
+//! never finishes starting answers them 500) → serving. On SIGTERM its
 //! `/readyz` fails; when it closes its listener, idle keep-alive connections are closed and
 //! connections still queued are reset, while requests in flight (watches) go on; when it
 //! exits, every connection it holds is cut.
@@ -230,7 +232,7 @@ impl ServingProcess {
                 "forbidden: the authorizer's caches are not synced yet",
             )));
         }
-        if !self.serves(now) {
+        if !self.serves(now) && self.times.serves_at.is_none() {
             return Verdict::Answer(crate::api::error_response(&ApiError::internal(
                 "the server is still starting: informers not synced",
             )));
@@ -299,7 +301,7 @@ mod tests {
             (1_800, "/version", true, 200),
             (1_800, "/healthz", true, 500),
             (1_800, "/api/v1/namespaces/default/configmaps", false, 403),
-            (2_500, "/api/v1/namespaces/default/configmaps", false, 500),
+            (2_500, "/api/v1/namespaces/default/configmaps", false, 200),
             (2_500, "/readyz/informer-sync", true, 500),
             (3_500, "/readyz", true, 200),
             (3_500, "/healthz", true, 200),
@@ -314,6 +316,24 @@ mod tests {
         }
         assert!(!p.accepts(at(1_000)) && p.accepts(at(1_700)));
         assert!(!p.is_ready(at(3_000)) && p.is_ready(at(3_500)));
+    }
+
+    #[test]
+    fn a_process_that_never_finishes_starting_answers_api_requests_500() {
+        let t0 = Instant::now();
+        let broken = ServingProcess::new(
+            "cp-1/kube-apiserver#2",
+            ProcessTimes {
+                accepts_at: t0,
+                authorizes_at: None,
+                serves_at: None,
+            },
+        );
+        let later = t0 + Duration::from_secs(60);
+        let configmaps = "/api/v1/namespaces/default/configmaps";
+        assert_eq!(code(broken.verdict(configmaps, false, later)), 500);
+        assert_eq!(code(broken.verdict("/readyz", true, later)), 500);
+        assert_eq!(code(broken.verdict("/livez", true, later)), 200);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! selfhost's engine against kubeadm's algorithm (the reference in `tests/reference`) on
 //! identical one-node clusters, built as kubeadm built them, under the measured hand-over
-//! model, with the same prober: far fewer failed probes, less time failing, and far shorter
+//! model, with the same prober: no more failed probes, no longer failing, and far shorter
 //! leaderless stretches of the controller-manager and the scheduler.
 
 use std::time::Duration;
@@ -31,32 +31,25 @@ fn lease() -> Duration {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_node_upgrade_costs_far_less_than_kubeadms_algorithm() {
+async fn one_node_upgrade_fails_no_more_and_leads_far_more_than_kubeadms_algorithm() {
     let ours = measure(Tool::Selfhost).await;
     let theirs = measure(Tool::Kubeadm).await;
     println!("selfhost: {}", ours.summary());
     println!("kubeadm:  {}", theirs.summary());
 
-    // kubeadm's two windows (the old, then the backup apiserver leaves while its successor
-    // has joined the port but does not serve yet) are really there: the comparison is not
-    // against nothing.
+    // On one node a hand-over's only window is a joining apiserver's queue before it
+    // accepts: a prober connection that lands there waits, and is answered once the process
+    // accepts (as on the bed of real processes, where neither tool lost a keep-alive read).
+    // The engine loses no more probes than kubeadm's algorithm, nor for longer.
     assert!(
-        theirs.failed() >= 10 && theirs.longest_window() >= Duration::from_millis(50),
-        "kubeadm's algorithm lost probes: {}",
-        theirs.summary()
-    );
-    assert!(
-        ours.failed() * 2 <= theirs.failed(),
-        "at most half kubeadm's failed probes (measured: 0–3 against 20–44): {} against {}",
+        ours.failed() <= theirs.failed(),
+        "no more failed probes than kubeadm's algorithm: {} against {}",
         ours.failed(),
         theirs.failed()
     );
-    // A prober connection the engine's hand-overs close may reconnect to a joining apiserver
-    // and wait out the rest of its join, so one window of the engine's can be as long as one
-    // of kubeadm's; in all, clearly less time fails (measured: 0–130 ms against 250–440 ms).
     assert!(
-        ours.failing_time() * 3 <= theirs.failing_time() * 2,
-        "reads failing at most two thirds as long: {:?} against {:?}",
+        ours.failing_time() <= theirs.failing_time(),
+        "reads failing no longer than kubeadm's: {:?} against {:?}",
         ours.failing_time(),
         theirs.failing_time()
     );

@@ -277,6 +277,54 @@ fn each_nodes_turn_goes_straight_to_its_old_pods_deletion() {
     ]);
 }
 
+/// Without identity Leases a new pod's Ready is proof enough where nothing else can have
+/// answered its probe: no backup process ever ran, and its node's old pod is gone. Where
+/// another apiserver process is still on its node, the soak stands in as on one node.
+#[test]
+fn without_identity_leases_a_new_pod_alone_on_its_node_serves_when_ready() {
+    let lone = || {
+        rolling(3)
+            .without_identity_leases()
+            .new_pod("cp-1", Pod::ReadyNoIdentity { started: 40 })
+    };
+    let beside_a_lingering_process = {
+        let mut world = lone();
+        let mut old = world.pod("old-cp-1", "cp-1", 1, Pod::Serving { started: -3600 });
+        // Deleted at t(44), in its shutdown delay: not yet to be cut short.
+        old.deleting_since = Some(super::builder::t(74));
+        old.deletion_grace_seconds = Some(30);
+        world.real_mut().pods.push(old);
+        world
+    };
+    check(vec![
+        row(
+            "Ready 5 s after its start, alone on its node: the next node's turn",
+            lone().at(45).build(),
+            target(ApiServer),
+            "delete-old-pod",
+            &["old-cp-2"],
+        ),
+        row(
+            "another apiserver process on its node: the soak from its start",
+            beside_a_lingering_process.at(45).build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["soaking until"],
+        ),
+        row(
+            "not Ready: nothing to trust",
+            rolling(3)
+                .without_identity_leases()
+                .new_pod("cp-1", Pod::Starting { started: 40 })
+                .at(45)
+                .build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["is not Ready"],
+        ),
+    ]);
+}
+
 #[test]
 fn a_failing_target_is_rolled_back_with_no_backup_pod() {
     check(vec![
