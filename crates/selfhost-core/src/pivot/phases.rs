@@ -10,7 +10,7 @@ use super::step::{Step, Wait, Watch};
 use super::{IdentityPublishing, container_name, lease_hand_over};
 use crate::component::Component;
 use crate::disruption::{ClusterShape, expected_disruption};
-use crate::observation::{BackupObservation, ContainerState, PodObservation};
+use crate::observation::{BackupObservation, ContainerState, IDENTITY_FRESHNESS, PodObservation};
 use crate::rollout::{
     FailureSignal, SignalPolicy, failure_signals, pod_not_rolled_out, rollout_progress,
 };
@@ -108,7 +108,7 @@ impl Cx<'_> {
             ));
         }
         if !signals.is_empty() {
-            return self.rollout_failed(backup, original, describe(&signals));
+            return self.rollout_failed(backup, original, describe(&signals), deadline);
         }
         if let Some(step) = self.hurry() {
             return step;
@@ -139,6 +139,7 @@ impl Cx<'_> {
         backup: &BackupObservation,
         original: &PodTemplateSpec,
         reason: String,
+        deadline: Timestamp,
     ) -> Step {
         let state = format!(
             "{} is on the target template {} and its new pods are failing; the backup {} \
@@ -160,6 +161,9 @@ impl Cx<'_> {
         }
         match self.rollback_hazard(backup) {
             None => self.roll_back(original, reason),
+            Some(_) if let Some(at) = self.identity_publishing_pending() => {
+                self.rollback_awaits_identity_publishing(&reason, at, deadline)
+            }
             Some(hazard) => Step::Failed {
                 reason: format!("{reason}; rolling back is not safe: {hazard}"),
                 state,
@@ -169,6 +173,45 @@ impl Cx<'_> {
                 ),
             },
         }
+    }
+
+    /// When it is decided whether this cluster publishes kube-apiserver identity Leases, if
+    /// that is still to come: no identity Lease is renewed and every kube-apiserver process is
+    /// younger than the freshness window — as after the old pods of one node are gone and the
+    /// backup is new. Until then no pod can be shown to serve.
+    fn identity_publishing_pending(&self) -> Option<Timestamp> {
+        if self.component() != Component::ApiServer {
+            return None;
+        }
+        match identity_publishing(self.obs) {
+            IdentityPublishing::Undetermined {
+                decided_at: Some(at),
+            } if at > self.now() => Some(at),
+            _ => None,
+        }
+    }
+
+    /// A failed rollout whose rollback waits until the backup can be shown to serve or not
+    /// (see [`Cx::identity_publishing_pending`]) instead of giving up on a question time
+    /// answers within seconds.
+    fn rollback_awaits_identity_publishing(
+        &self,
+        reason: &str,
+        at: Timestamp,
+        deadline: Timestamp,
+    ) -> Step {
+        Step::WaitForRollout(Wait {
+            condition: "whether the backup serves, to roll back onto it".to_string(),
+            recheck_at: Some(at),
+            pending: vec![format!(
+                "the rollout failed ({reason}); whether the backup serves is known at {at} \
+                 (no kube-apiserver identity Lease is renewed, and every kube-apiserver \
+                 process is younger than {} s)",
+                IDENTITY_FRESHNESS.as_secs()
+            )],
+            watch: self.watches(true),
+            deadline: Some(at.max(deadline)),
+        })
     }
 
     /// Why restoring the original template now could take a serving process away, if it

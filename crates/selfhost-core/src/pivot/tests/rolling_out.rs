@@ -1,7 +1,7 @@
 //! Waiting for the rollout of the real DaemonSet, speeding it up, and deciding to roll back.
 
 use super::builder::{Pod, UPDATE_AT, World, t, target};
-use super::{check, row, with};
+use super::{check, decide, row, with};
 use crate::component::Component::{ApiServer, ControllerManager};
 
 /// One node, backup serving since `t(2)`, real DaemonSet updated at [`UPDATE_AT`].
@@ -329,6 +329,46 @@ fn failing_new_pods_are_rolled_back_while_the_backup_serves() {
             &["rolling back is not safe", "no pod of"],
         ),
     ]);
+}
+
+/// One node without identity Leases, the old pod gone (cut short once the backup had soaked),
+/// the target failing to pull: while every apiserver process is younger than the freshness
+/// window, whether the cluster publishes identity Leases — hence whether the backup serves —
+/// is not decided yet. The rollback waits for that moment instead of giving up with exit 4.
+#[test]
+fn a_rollback_waits_until_it_can_tell_whether_the_backup_serves() {
+    let failing = |at| {
+        World::steady(ApiServer, 1)
+            .without_identity_leases()
+            .backup()
+            .backup_pod("cp-1", Pod::ReadyNoIdentity { started: 10 })
+            .updated()
+            .new_pod("cp-1", Pod::ImagePull)
+            .at(at)
+            .build()
+    };
+    check(vec![
+        row(
+            "every apiserver process younger than 30 s: wait",
+            failing(35),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["whether the backup serves is known at", "ImagePullBackOff"],
+        ),
+        row(
+            "decided (none published): the backup has soaked, roll back",
+            failing(41),
+            target(ApiServer),
+            "roll-back",
+            &["ImagePullBackOff"],
+        ),
+    ]);
+    let waiting = decide(&failing(35), &target(ApiServer));
+    assert_eq!(
+        waiting.wait().and_then(|w| w.recheck_at),
+        Some(t(40)),
+        "the wait ends when the question is decided"
+    );
 }
 
 #[test]
