@@ -129,7 +129,9 @@ impl Cx<'_> {
 
     /// `pod`'s `--shutdown-delay-duration`, read from the template it was created from (the
     /// real DaemonSet's for its current pods, the saved original for its old ones, the
-    /// backup's for the backup's); the default selfhost's templates set when it has none.
+    /// backup's for the backup's): none when the template sets no flag (the kube-apiserver's
+    /// own default); the delay selfhost's templates set when the template is not known or its
+    /// value cannot be read.
     pub(super) fn shutdown_delay(&self, pod: &PodObservation) -> Duration {
         let backup = self.obs.backup.as_ref();
         let template = if backup.is_some_and(|b| b.daemonset.pods.iter().any(|p| p.uid == pod.uid))
@@ -144,14 +146,16 @@ impl Cx<'_> {
         };
         template
             .and_then(|t| template_shutdown_delay(t, self.component()))
-            .or_else(|| go_duration(SHUTDOWN_DELAY).ok())
-            .unwrap_or(Duration::from_secs(5))
+            .unwrap_or_else(|| go_duration(SHUTDOWN_DELAY).unwrap_or(Duration::from_secs(5)))
     }
 }
 
-/// The `--shutdown-delay-duration` a template's component runs with, if it sets one.
+/// The `--shutdown-delay-duration` a template's component runs with: zero without the flag;
+/// `None` when its value cannot be read.
 fn template_shutdown_delay(template: &PodTemplateSpec, component: Component) -> Option<Duration> {
-    let value = template_flag(template, component.name(), SHUTDOWN_DELAY_FLAG)?;
+    let Some(value) = template_flag(template, component.name(), SHUTDOWN_DELAY_FLAG) else {
+        return Some(Duration::ZERO);
+    };
     if value.trim() == "0" || value.trim() == "0s" {
         return Some(Duration::ZERO);
     }

@@ -50,6 +50,10 @@ pub(crate) fn template(component: Component, v: &str, port_sharing: bool) -> Pod
         command.push("--permit-port-sharing=true".to_string());
     }
     command.push(format!("--secure-port={}", component.default_secure_port()));
+    if component == Component::ApiServer {
+        // As selfhost's conversion writes it.
+        command.push("--shutdown-delay-duration=5s".to_string());
+    }
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(self_hosted_labels(component)),

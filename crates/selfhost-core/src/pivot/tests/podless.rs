@@ -290,9 +290,9 @@ fn without_identity_leases_a_new_pod_alone_on_its_node_serves_when_ready() {
     let beside_a_lingering_process = {
         let mut world = lone();
         let mut old = world.pod("old-cp-1", "cp-1", 1, Pod::Serving { started: -3600 });
-        // Deleted at t(44), in its shutdown delay: not yet to be cut short.
-        old.deleting_since = Some(super::builder::t(74));
-        old.deletion_grace_seconds = Some(30);
+        // Deleted at t(44) with a short grace: nothing to cut short.
+        old.deleting_since = Some(super::builder::t(49));
+        old.deletion_grace_seconds = Some(5);
         world.real_mut().pods.push(old);
         world
     };

@@ -453,4 +453,22 @@ fn the_old_pods_grace_covers_its_own_shutdown_delay() {
             ),
         }
     }
+    // A template without the flag runs without a delay (the kube-apiserver's default).
+    let mut world = held(3).vacated("cp-1");
+    if let Ok(record) = world.backup_mut().record.as_mut() {
+        let spec = record.original_template.spec.as_mut().expect("a pod spec");
+        if let Some(command) = spec.containers[0].command.as_mut() {
+            command.retain(|arg| !arg.starts_with("--shutdown-delay-duration"));
+        }
+    }
+    match decide(&world.at(UPDATE_AT + 2).build(), &target(ApiServer)) {
+        Step::DeleteOldPod {
+            grace_period_seconds,
+            ..
+        } => assert_eq!(grace_period_seconds, Some(5), "no flag"),
+        other => panic!(
+            "no flag: expected delete-old-pod, got {}",
+            other.description()
+        ),
+    }
 }
