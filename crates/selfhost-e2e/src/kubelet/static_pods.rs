@@ -12,45 +12,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-/// Annotation with the static pod's hash (also its uid on the node).
-pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
-/// Annotation that marks a mirror pod, holding the static pod's hash.
-pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
-/// Annotation naming where the kubelet got the pod (`file`).
-pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
-/// Annotation with the time the kubelet first saw the manifest.
-pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
-
-/// A manifest the kubelet refuses (it logs and skips the file).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ManifestError {
-    /// Not YAML or JSON.
-    #[error("{file}: could not read the manifest: {reason}")]
-    Unreadable {
-        /// The file.
-        file: String,
-        /// The parser's complaint.
-        reason: String,
-    },
-    /// Valid YAML, but not a v1 Pod.
-    #[error("{file}: expected apiVersion v1 and kind Pod, found {api_version:?} {kind:?}")]
-    NotAPod {
-        /// The file.
-        file: String,
-        /// Its apiVersion.
-        api_version: String,
-        /// Its kind.
-        kind: String,
-    },
-    /// A Pod the apiserver would reject.
-    #[error("{file}: invalid pod: {}", reasons.join("; "))]
-    Invalid {
-        /// The file.
-        file: String,
-        /// What is wrong.
-        reasons: Vec<String>,
-    },
-}
+// The kubelet's annotations and manifest errors are the simulator's: one definition of what
+// a real kubelet writes.
+pub use selfhost_sim::controllers::kubelet::{
+    CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SEEN_ANNOTATION,
+    CONFIG_SOURCE_ANNOTATION, ManifestError,
+};
+pub(crate) use selfhost_sim::controllers::kubelet::{is_mirror_pod, mirror_hash};
 
 /// Whether a file name is one the kubelet reads as a manifest (hidden files are skipped).
 pub(crate) fn is_manifest_name(name: &str) -> bool {
@@ -186,16 +154,6 @@ fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
         .as_ref()
         .and_then(|a| a.get(key))
         .map(String::as_str)
-}
-
-/// Whether an API pod is a mirror pod.
-pub(crate) fn is_mirror_pod(pod: &Pod) -> bool {
-    annotation(pod, CONFIG_MIRROR_ANNOTATION).is_some()
-}
-
-/// The static pod hash a mirror pod mirrors.
-pub(crate) fn mirror_hash(pod: &Pod) -> Option<&str> {
-    annotation(pod, CONFIG_MIRROR_ANNOTATION)
 }
 
 /// The mirror pod to create for a static pod on the node `node_name` (uid `node_uid`): the
