@@ -1,13 +1,15 @@
-//! Upgrade benchmark, two tables in one run (figures recorded in docs/benchmarks.md):
+//! Upgrade benchmark, three tables in one run (figures recorded in docs/benchmarks.md):
 //! 1. the engine's wall time for a full upgrade on a simulated self-hosted cluster against the
 //!    lower bound its pod latencies allow, and the API requests it makes per component;
 //! 2. the engine next to kubeadm's algorithm (the reference in `tests/reference/kubeadm.rs`,
 //!    for comparison only) on identical clusters as kubeadm built them, under the measured
 //!    hand-over model: wall time, API requests, failed probes, the longest time without a
-//!    successful read, and the controller-manager's and scheduler's leaderless stretches.
+//!    successful read, and the controller-manager's and scheduler's leaderless stretches;
+//! 3. the real-process bed's lifecycle scenarios (killed and resumed, two rollbacks) on the
+//!    simulator, with a prober of each kind of client.
 //!
 //! Not a test. Run: `cargo bench -p selfhost --bench upgrade --profile dev`; after `--`,
-//! `lower-bound` or `kubeadm` runs one table only.
+//! `lower-bound`, `kubeadm` or `lifecycle` runs one table only.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a benchmark, not library code
 
@@ -28,6 +30,9 @@ use tokio_util::sync::CancellationToken;
 /// kubeadm's algorithm, for comparison only (not product code).
 #[path = "../tests/reference/kubeadm.rs"]
 mod kubeadm_reference;
+/// The real-process bed's lifecycle scenarios on the simulator (`-- lifecycle`).
+#[path = "upgrade/lifecycle.rs"]
+mod lifecycle;
 /// One run's timeline, simulator and engine merged (`-- profile N`).
 #[path = "upgrade/profile.rs"]
 mod profile;
@@ -303,5 +308,8 @@ fn main() {
     }
     if wanted("kubeadm") {
         kubeadm_table(&runtime);
+    }
+    if wanted("lifecycle") {
+        lifecycle::table(&runtime);
     }
 }

@@ -220,12 +220,18 @@ pub fn prober_options() -> ProberOptions {
 
 /// The engine's `plan` to [`TO`]: the observer it watched with, and the targets.
 async fn plan(sim: &SimCluster) -> (selfhost::Clients, Observer, Targets) {
+    plan_to(sim, TO).await
+}
+
+/// The engine's `plan` to `to`, which must proceed: the observer it watched with, and the
+/// targets.
+pub async fn plan_to(sim: &SimCluster, to: &str) -> (selfhost::Clients, Observer, Targets) {
     let source = KubeconfigSource::Flag(sim.kubeconfig_path().into());
     let clients = connect_with(&source, None).await.expect("connects");
     let mut observer = Observer::start(&clients);
     observer.ready(DEADLINE).await.expect("watches list");
     let request = PlanRequest {
-        version: KubeVersion::parse(TO).expect("version"),
+        version: KubeVersion::parse(to).expect("version"),
         config_file: None,
         flags: SkewFlags::default(),
         accept_downtime: false,
@@ -263,7 +269,8 @@ fn prober_requests(sim: &SimCluster) -> u64 {
         + m.requests("create", "configmaps")
 }
 
-fn tool_requests(sim: &SimCluster) -> u64 {
+/// Requests since the cluster started that were not the prober's.
+pub fn tool_requests(sim: &SimCluster) -> u64 {
     sim.metrics().total() - prober_requests(sim)
 }
 
