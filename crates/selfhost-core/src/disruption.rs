@@ -1,9 +1,9 @@
-//! What a pivot will cost on this cluster, stated before it runs (issue 7 item 5).
+//! What a pivot will cost on this cluster, stated before it runs.
 //!
 //! The cost follows from the cluster's shape alone: how many control-plane nodes serve
 //! behind the load balancer, whether the live and the target templates (and so the backup)
 //! let two processes share a port, and whether kube-apiservers publish identity Leases. The
-//! figures are the measured behaviour of real processes (the simulator hand-over issue):
+//! figures are the measured behaviour of real processes:
 //! a starting kube-apiserver takes a share of new connections ~1.7 s before it serves, the
 //! kubelet's crash-loop back-off reaches 5 min, a leader Lease lasts 15 s and a standby
 //! retries every 2 s (every 500 ms in the templates selfhost writes).

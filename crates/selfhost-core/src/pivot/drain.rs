@@ -26,7 +26,7 @@
 //! node in [`BACKUP_DRAINED_NODES`] only, without [`BACKUP_DRAIN_STEP_AT`], for the removal
 //! has not begun (the rollout, or a rollback, goes on with the backup serving on the other
 //! nodes). By the end every node may already be vacated, and the removal here deletes the
-//! DaemonSet at once. On two nodes or more a backup selfhost creates now is vacated from the
+//! DaemonSet at once. On two nodes or more a backup selfhost creates is vacated from the
 //! start (a record only, `vacate.rs`): it never runs a pod, and its removal is always that
 //! single deletion. The node-by-node removal remains for a backup with pods.
 

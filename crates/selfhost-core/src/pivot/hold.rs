@@ -4,7 +4,7 @@
 //! is Ready. On a shared port the kubelet's readiness probe can be answered by the backup's
 //! process, so a new kube-apiserver that never serves looks Ready within milliseconds, and the
 //! controller would put one such process on every node, each taking its share of new
-//! connections and failing every request on them (docs/reliability.md, finding I).
+//! connections and failing every request on them.
 //!
 //! So the engine holds the rollout itself: the same write that puts the target template on the
 //! real DaemonSet sets `updateStrategy: OnDelete`, and records the strategy it replaced in

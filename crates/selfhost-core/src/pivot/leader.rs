@@ -233,10 +233,9 @@ impl<'a> Hosts<'a> {
 /// The [`sole_candidate`] exception cannot tell, within the whole second its times leave
 /// open, a holder that *survived* the hand-over — it found its Lease gone and created it
 /// again, as client-go does — from one that may have stopped; only a re-creation after that
-/// second settles it. It pressed the survivor again on every re-creation, back to back
-/// (campaign finding J: five hand-overs of the same live holder in a row, and the run stopped
-/// as stuck; replays deleted one live leader's Lease up to 42 times in a few hundred
-/// milliseconds). Now it waits for the holder's first renewal before pressing again, and the
+/// second settles it. Pressing the survivor again on every re-creation, back to back, would
+/// hand the same live holder's Lease over again and again, each within milliseconds of the
+/// last. So it waits for the holder's first renewal before pressing again, and the
 /// run does not end meanwhile ([`hand_over_deferred`]): the presses are spaced by the
 /// holder's retry period, with a wait between any two. A holder that acquired and stopped
 /// before it ever renewed is left to its Lease's expiry.
@@ -250,10 +249,10 @@ fn just_acquired(lease: &LeaderLease) -> bool {
 /// is one the engine saw stop ([`Observation::stopped`], judged by [`stopped_since`]).
 ///
 /// Then the doubt of [`only_new_pods_started_that_second`] — a process of a pod already gone,
-/// whose stop the engine never saw — does not arise: on one node it pressed the new pod's
+/// whose stop the engine never saw — does not arise; on one node it would press the new pod's
 /// process, the survivor of the engine's own hand-over, again after every renewal until the
-/// second of its start was over (five presses and 0.35 s in a one-node benchmark run). A run
-/// that starts after the acquisition (a resume) has no such record and keeps the doubt.
+/// second of its start is over. A run that starts after the acquisition (a resume) has no
+/// such record and keeps the doubt.
 ///
 /// A later run learns it from the record the run that saw it left ([`leader_record`]).
 fn recreated_after_our_hand_over(obs: &Observation, lease: &LeaderLease) -> bool {

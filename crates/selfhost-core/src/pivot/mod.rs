@@ -1,10 +1,10 @@
 //! The pivot state machine: from what the cluster looks like now to the one thing to do next.
 //!
-//! [`next_step`] is the whole upgrade of one component (DESIGN.md §3): back up the real
-//! DaemonSet, wait until the backup really serves, update the real DaemonSet, wait for its
-//! rollout, remove the backup, verify — or roll back. (One departure from DESIGN.md: on two
-//! nodes or more the kube-apiserver's backup is a record only, with no pods, and there is
-//! nothing to wait for; the other nodes serve while one is replaced. See `vacate.rs`.) It is
+//! [`next_step`] is the whole upgrade of one component (see docs/design.md, "The pivot"):
+//! back up the real DaemonSet, wait until the backup really serves, update the real
+//! DaemonSet, wait for its rollout, remove the backup, verify — or roll back. On two nodes or
+//! more the kube-apiserver's backup is a record only, with no pods, and there is nothing to
+//! wait for: the other nodes serve while one is replaced (see `vacate.rs`). It is
 //! a pure function of an [`Observation`] and a [`Target`]; the engine reads the cluster,
 //! calls it, performs the returned [`Step`] (one API action, or one wait on a named
 //! condition), and reads again. What a run must remember between steps lives in the

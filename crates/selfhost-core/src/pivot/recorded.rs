@@ -6,7 +6,7 @@
 //! which holder is whose. A run killed during the rollout takes that knowledge with it: the
 //! re-run finds each host's Lease held by the backup's process alone (a new pod that never
 //! serves publishes nothing), cannot tell that holder from the new pod's, and so cannot prove
-//! that the backup serves — which a rollback needs (campaign finding A).
+//! that the backup serves — which a rollback needs.
 //!
 //! So the update that starts the rollout also records, on the real DaemonSet
 //! ([`BACKUP_IDENTITIES`]), each backup pod proven serving by attribution: its uid, its

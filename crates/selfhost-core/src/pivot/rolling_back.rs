@@ -22,8 +22,7 @@ impl Cx<'_> {
         rollback_at: Option<Timestamp>,
     ) -> Step {
         // One list decides and explains: the rollback is complete exactly when nothing is
-        // pending, and a rollback that fails names what it still waited for (finding D of
-        // docs/reliability.md: the two were computed apart and a failure named nothing).
+        // pending, and a rollback that fails names what it still waited for.
         let pending = self.rollback_pending(backup);
         if pending.is_empty() {
             return self.remove_backup(backup);
@@ -33,7 +32,7 @@ impl Cx<'_> {
         // A rollback is the way back to pods known to work, and stopping it leaves the cluster
         // worse off (exit 4): it gets twice the per-component deadline from its own start,
         // for it waits out the failed pods' termination and restarts every node it touches
-        // (campaign finding C: a rollback on five nodes ran out of the 12 s its rollout had).
+        // (on five nodes that takes longer than the rollout's own deadline).
         let deadline = self.deadline_after(rollback_at, ROLLBACK_DEADLINE_FACTOR);
         let failure = if !signals.is_empty() {
             Some(describe(&signals))
@@ -78,8 +77,7 @@ impl Cx<'_> {
     /// back only once the original pods are all there and Ready again and a leader is handed
     /// over, as a finished pivot does. A pod can go after the backup's removal (the leader
     /// hand-over stops every possible holder on a node; the controller recreates it), and a
-    /// run that ended then left a component one Ready pod short (campaign seeds
-    /// 88544564493045 and three more, 30 November).
+    /// run that ended then would leave a component one Ready pod short.
     pub(super) fn finish_rolled_back(&self, rollback_at: Timestamp) -> Step {
         if let Some(step) = lease_hand_over(self.obs) {
             return step;
@@ -140,11 +138,11 @@ impl Cx<'_> {
     ///
     /// A backup pod *may* serve unless it is known not to ([`backup_pod_may_serve`]); one
     /// that does not *count* as serving (its node NotReady, its identity not dated) is not one
-    /// that does not serve. Campaign finding K: the rule asked a proven successor only where
-    /// the backup pod counted as serving, so backup pods that did not count (a node NotReady a
-    /// moment before, a probe on the shared port answered by a restored process that had not
-    /// finished starting) let the backup go on the restored pods' Ready — itself a probe the
-    /// backup's process answered — and nothing served for 47 s.
+    /// that does not serve. Asking a proven successor only where the backup pod counts as
+    /// serving would let backup pods that do not count (a node NotReady a moment before, a
+    /// probe on the shared port answered by a restored process that has not finished
+    /// starting) go on the restored pods' Ready — itself a probe the backup's process may have
+    /// answered — and leave nothing serving.
     fn backup_may_serve_where_real_does_not(&self, backup: &BackupObservation) -> Vec<String> {
         let backup_created = self.backup_created_at(backup);
         backup
@@ -191,9 +189,8 @@ impl Cx<'_> {
 /// unless it is being deleted (its process leaves the port). Not Ready proves nothing: on a
 /// shared port the kubelet's probe reaches whichever process the kernel picks, so a serving
 /// backup pod is reported not Ready when a restored process that never finishes starting
-/// answers its probe (the engine test of finding K saw exactly that, and the backup went);
-/// nor does a NotReady node, whose kubelet's report is stale, or an identity Lease that two
-/// processes on one host take over from each other.
+/// answers its probe; nor does a NotReady node, whose kubelet's report is stale, or an
+/// identity Lease that two processes on one host take over from each other.
 fn backup_pod_may_serve(obs: &Observation, pod: &PodObservation) -> bool {
     process_may_run(obs, pod)
 }

@@ -174,7 +174,7 @@ pub fn pod_serves(
             // The process started no earlier than this: its whole-second start, or our own
             // write that created the pod, known to the millisecond. A holder first seen
             // before then is another process's — the backup's, taking its host's Lease back
-            // in the second the restored pod started (campaign finding K).
+            // in the second the restored pod started.
             let since = started_no_earlier_than(obs, pod).unwrap_or(started);
             if let Some(sighting) = attributed_identity(obs, pod, since) {
                 return Ok(Serving::Identity {

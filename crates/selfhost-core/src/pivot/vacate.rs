@@ -5,8 +5,7 @@
 //! its `/readyz` checks pass. If the backup kept serving on the node while its real pod is
 //! replaced, the checks would keep passing (the kernel hands some of them to the backup), and
 //! the new process would catch clients' connections in its join window; a target that never
-//! serves would fail every request on its share until the rollback (docs/reliability.md,
-//! finding M).
+//! serves would fail every request on its share until the rollback.
 //!
 //! So where the real DaemonSet runs on two nodes or more, a node's turn in the held rollout
 //! (`replace_on_delete`) begins by removing the backup's pod from it — the same exclusion
@@ -93,7 +92,7 @@ impl Cx<'_> {
     /// will be held, on two nodes or more). Each node would be vacated of its backup pod
     /// before its real pod is replaced, so the backup's pods would never cover anything;
     /// they would only join every node's shared port at the start, while the node is in the
-    /// load balancer's rotation, and catch connections before they serve (finding M).
+    /// load balancer's rotation, and catch connections before they serve.
     pub(super) fn backup_runs_no_pod(&self) -> bool {
         self.component() == Component::ApiServer
             && self.hold_on_update().is_some()

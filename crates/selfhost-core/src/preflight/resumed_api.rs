@@ -7,7 +7,7 @@
 //! ("[-]shutdown failed", so that load balancers drain it while it still serves every
 //! request), or a new one that has not finished starting ("informer-sync",
 //! "poststarthook/..."). One such answer must not refuse the run that would finish or roll
-//! back that very hand-over (campaign finding B).
+//! back that very hand-over.
 //!
 //! So on a resume — our backup for this very target exists for some component — preflight
 //! judges the API by what it can prove instead: the API answered the reads this preflight

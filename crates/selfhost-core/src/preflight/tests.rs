@@ -334,7 +334,7 @@ fn a_kubeadm_backup_is_a_warning_and_adopted() {
     );
 }
 
-/// Campaign finding B: a run killed in the middle of the apiserver's pivot is re-run, and its
+/// A run killed in the middle of the apiserver's pivot is re-run, and its
 /// `/readyz` lands on an apiserver the pivot itself is stopping (500 on purpose during its
 /// shutdown delay) or starting. A resume judges the API by a serving apiserver's identity
 /// instead; a fresh run stays strict.

@@ -404,8 +404,8 @@ fn failure_signals_are_image_errors_and_crash_loops_past_the_threshold() {
     }
 }
 
-/// Exits an API outage forced (finding G of docs/reliability.md) do not make a crash loop:
-/// only a container whose latest exit came after the cut-off counts.
+/// Exits an API outage forced do not make a crash loop: only a container whose latest exit
+/// came after the cut-off counts.
 #[test]
 fn exits_count_towards_a_crash_loop_only_after_the_api_answered_for_a_while() {
     let at = |s: i64| k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + s).expect("time");

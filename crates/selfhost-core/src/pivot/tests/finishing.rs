@@ -194,10 +194,10 @@ fn a_rollback_is_finished_then_reported() {
     ]);
 }
 
-/// Finding D of docs/reliability.md: a rollback once failed "not complete by ...: ." naming
-/// nothing, because what it waited for and what its failure named were computed apart. Now
-/// one list does both: whatever a rollback waits for just before its deadline, its failure
-/// at the deadline names, and a rollback with nothing pending is never a failure.
+/// A failed rollback must not read "not complete by ...: ." naming nothing: one list says
+/// both what a rollback waits for and what its failure names. Whatever a rollback waits for
+/// just before its deadline, its failure at the deadline names, and a rollback with nothing
+/// pending is never a failure.
 #[test]
 fn a_failed_rollback_names_what_it_waited_for() {
     let cases: Vec<(&str, World, &[&str])> = vec![

@@ -1,6 +1,6 @@
-//! Exits an API outage forces are not a crash loop (finding G of docs/reliability.md): a new
-//! kube-controller-manager that cannot reach the API exits, its kubelet restarts it under the
-//! back-off, and three such restarts once made the run stop with "nothing to roll back".
+//! Exits an API outage forces are not a crash loop: a new kube-controller-manager that cannot
+//! reach the API exits, its kubelet restarts it under the back-off, and three such restarts
+//! must not make the run stop with "nothing to roll back".
 
 use super::builder::{Pod, World, t, target};
 use super::{check, row, with};

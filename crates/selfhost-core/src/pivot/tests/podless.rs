@@ -478,7 +478,7 @@ fn backups_with_pods_are_still_handled() {
             &["cp-2: no backup pod yet"],
         ),
         row(
-            "then, held, each node is vacated of it first (finding M)",
+            "then, held, each node is vacated of it first",
             World::steady(ApiServer, 3)
                 .backup()
                 .backup_serving()

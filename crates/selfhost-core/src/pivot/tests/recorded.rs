@@ -1,5 +1,5 @@
 //! A run resumed after a kill during the apiserver's rollout proves the backup serves from
-//! the record the update left (campaign finding A), and from nothing weaker.
+//! the record the update left, and from nothing weaker.
 //!
 //! Three nodes, each with one identity Lease its processes share. The first run created the
 //! backup at `t(1)`, saw each backup process take its host's Lease over at `t(3)`, and updated

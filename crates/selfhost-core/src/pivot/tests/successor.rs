@@ -1,8 +1,8 @@
-//! Campaign finding K (docs/reliability.md): a rollback removed the backup on two nodes while
-//! neither backup pod *counted* as serving — cp-2 NotReady, cp-1's identity not dated — so
-//! nothing asked the restored pods to prove they served; their Ready was a probe the backup
-//! answered on the shared port, and once the backup went nothing served for 47 s. A backup pod
-//! that may serve now needs a real pod on its node that is known to serve before it goes.
+//! A rollback must not remove the backup on two nodes just because neither backup pod
+//! *counts* as serving (cp-2 NotReady, cp-1's identity not dated): the restored pods' Ready
+//! may be a probe the backup answered on the shared port, and once the backup went nothing
+//! would serve. A backup pod that may serve needs a real pod on its node that is known to
+//! serve before it goes.
 
 use std::time::Duration;
 
@@ -188,7 +188,7 @@ fn a_holder_seen_before_our_rollback_is_not_the_restored_pods() {
     // seen by the engine then; the rollback was written at 70.5 s, so the restored pod's
     // process, reported started in second 70, started after it: the holder is the backup's.
     // Attributed by the whole second, it vouched for the restored pod (which never finished
-    // starting) and the backup went: the engine test of finding K.
+    // starting) and the backup went.
     let mut world = World::steady(ApiServer, 1)
         .backup()
         .updated()

@@ -1,8 +1,7 @@
-//! Campaign finding J (docs/reliability.md): the sole-candidate exception of the Lease
-//! hand-over pressed a holder that had survived it. On one node, after crash-restarts, the
-//! kube-scheduler's Lease was deleted five times in a row and each time its holder — alive,
-//! the one process left — created it again, as client-go does when it finds its Lease gone;
-//! the run stopped as stuck (exit 4).
+//! The sole-candidate exception of the Lease hand-over must not press a holder that survived
+//! it. On one node, after crash-restarts, the kube-scheduler's holder — alive, the one process
+//! left — creates its Lease again each time it finds it gone, as client-go does; deleting it
+//! again and again would end the run as stuck (exit 4).
 
 use std::time::Duration;
 

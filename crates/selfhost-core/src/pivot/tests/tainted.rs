@@ -3,8 +3,7 @@
 //! node that should run a daemon pod (`desiredNumberScheduled` drops by one), and the rolling
 //! update deletes the unavailable old pod there without creating the new one until the taint
 //! is gone. The DaemonSet's status then looks complete, but removing the backup would leave
-//! the node without the component (campaign seeds 136822779672710 and 180190569727126 ended
-//! with a component one live pod short).
+//! the node without the component: the run would end with a component one live pod short.
 
 use super::builder::{Pod, World, target};
 use super::{check, row};
