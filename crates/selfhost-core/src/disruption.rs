@@ -19,8 +19,7 @@ use serde::Serialize;
 use crate::command_line;
 use crate::component::Component;
 use crate::control_plane::{PERMIT_PORT_SHARING, PORT_SHARING_SINCE_MINOR, supports_port_sharing};
-use crate::observation::Observation;
-use crate::pivot::{IdentityPublishing, identity_publishing};
+use crate::observation::{IdentityPublishing, Observation, identity_publishing};
 
 /// How long a starting kube-apiserver takes new connections before it can serve them
 /// (socket at ~0.1–0.3 s, accepting at ~1.7 s after start; measured).

@@ -12,6 +12,7 @@
 //! and [`DaemonSetObservation::current_revision_hash`].
 
 mod convert;
+mod identity;
 mod pods;
 #[cfg(test)]
 mod tests;
@@ -29,6 +30,8 @@ use crate::backup::{BackupError, BackupOrigin, BackupRecord};
 use crate::component::Component;
 
 pub use convert::{HOSTNAME_LABEL, IDENTITY_LABEL, IDENTITY_LABEL_VALUE};
+pub(crate) use identity::sighting_node;
+pub use identity::{IdentityPublishing, identity_publishing};
 pub use pods::{ContainerObservation, ContainerState, PodObservation};
 
 /// How long after its last renewal an identity Lease still proves that its kube-apiserver

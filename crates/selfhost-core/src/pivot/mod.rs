@@ -53,6 +53,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
+pub use crate::observation::{IdentityPublishing, identity_publishing};
 pub use backup_template::{backup_daemonset, with_port_sharing};
 pub use drain::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES, exclude_nodes};
 pub use hold::{HELD_UPDATE_STRATEGY, describe_strategy};
@@ -61,7 +62,7 @@ pub use leader::{
 };
 pub use next_step::next_step;
 pub use recorded::{BACKUP_IDENTITIES, RecordedIdentity};
-pub use serving::{IdentityPublishing, Serving, identity_publishing, pod_serves};
+pub use serving::{Serving, pod_serves};
 pub use step::{Step, Update, Wait, Watch};
 pub use vacate::runs_as_record_only;
 

@@ -5,12 +5,15 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::next_step::{Cx, describe};
 use super::rolling_back::process_may_run;
-use super::serving::{identity_publishing, pod_serves, serves_despite_its_probe, soak_ends_at};
+use super::serving::{pod_serves, serves_despite_its_probe, soak_ends_at};
 use super::step::{Step, Wait, Watch};
-use super::{IdentityPublishing, container_name, lease_hand_over};
+use super::{container_name, lease_hand_over};
 use crate::component::Component;
 use crate::disruption::{ClusterShape, expected_disruption};
-use crate::observation::{BackupObservation, ContainerState, IDENTITY_FRESHNESS, PodObservation};
+use crate::observation::{
+    BackupObservation, ContainerState, IDENTITY_FRESHNESS, IdentityPublishing, PodObservation,
+    identity_publishing,
+};
 use crate::rollout::{
     FailureSignal, SignalPolicy, failure_signals, pod_not_rolled_out, rollout_progress,
 };

@@ -29,9 +29,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::serving::{Serving, pod_serves, sighting_node};
+use super::serving::{Serving, pod_serves};
 use super::{Target, container_name};
-use crate::observation::{BackupObservation, IdentitySighting, Observation, PodObservation, time};
+use crate::observation::{
+    BackupObservation, IdentitySighting, Observation, PodObservation, sighting_node, time,
+};
 
 /// Annotation on the real DaemonSet: the backup pods the update's run proved serving, each
 /// with the identity holder attributed to it (a JSON list of [`RecordedIdentity`]).

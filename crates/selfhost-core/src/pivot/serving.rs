@@ -10,7 +10,7 @@
 //!
 //! Holder identities are per process but say nothing about *which* pod they belong to, so a
 //! pod counts as serving by identity in one of two ways (both only with holders renewed within
-//! [`IDENTITY_FRESHNESS`] on the pod's host):
+//! [`IDENTITY_FRESHNESS`](crate::observation::IDENTITY_FRESHNESS) on the pod's host):
 //! - **attribution**: a holder whose [`IdentitySighting::holder_since`] is at or after the
 //!   pod's process start, unless another apiserver process on the host started between the
 //!   two (then the holder could be that one's). Exact when each process has its own Lease.
@@ -51,44 +51,9 @@ use super::{
 };
 use crate::component::Component;
 use crate::observation::{
-    HostPlacement, IDENTITY_FRESHNESS, IdentitySighting, Observation, PodObservation, time,
+    HostPlacement, IdentityPublishing, IdentitySighting, Observation, PodObservation,
+    identity_publishing, sighting_node, time,
 };
-
-/// Whether the cluster's kube-apiservers publish identity Leases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case", tag = "publishing")]
-pub enum IdentityPublishing {
-    /// A fresh identity Lease exists.
-    Published,
-    /// kube-apiservers have run longer than [`IDENTITY_FRESHNESS`] and none published one.
-    NotPublished,
-    /// No apiserver has run long enough to tell; decided at `decided_at` at the latest.
-    Undetermined {
-        /// When an apiserver will have run long enough to tell.
-        decided_at: Option<Timestamp>,
-    },
-}
-
-/// Decides [`IdentityPublishing`] from the apiservers already running.
-pub fn identity_publishing(obs: &Observation) -> IdentityPublishing {
-    if obs.identity_leases.iter().any(|s| s.is_fresh(obs.now)) {
-        return IdentityPublishing::Published;
-    }
-    let name = Component::ApiServer.name();
-    let started = obs
-        .all_pods()
-        .filter(|pod| pod.ready)
-        .filter_map(|pod| pod.process_started_at(name));
-    let earliest = started.min();
-    match earliest {
-        Some(start) if time::age(obs.now, start) >= IDENTITY_FRESHNESS => {
-            IdentityPublishing::NotPublished
-        }
-        _ => IdentityPublishing::Undetermined {
-            decided_at: earliest.map(|start| time::after(start, IDENTITY_FRESHNESS)),
-        },
-    }
-}
 
 /// How a pod was found to serve.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -398,18 +363,6 @@ fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<(Vec<St
     holders.sort();
     holders.dedup();
     (holders.len() >= on_host.len()).then_some((holders, on_host.len()))
-}
-
-/// The node a sighting's host is, when its hostname label tells one
-/// ([`Observation::place_host`]).
-pub(super) fn sighting_node<'a>(
-    obs: &'a Observation,
-    sighting: &IdentitySighting,
-) -> Option<&'a str> {
-    match obs.place_host(sighting.hostname.as_deref()?) {
-        HostPlacement::Node(node) => Some(node.name.as_str()),
-        HostPlacement::AnyNode => None,
-    }
 }
 
 /// Whether a sighting's host is a host the nodes do not tell (see [`unplaced_nodes`]).

@@ -21,7 +21,8 @@
 
 use crate::component::Component;
 use crate::observation::{IDENTITY_FRESHNESS, Observation, time};
-use crate::pivot::{DEFAULT_IDENTITY_FALLBACK_SOAK, IdentityPublishing, identity_publishing};
+use crate::observation::{IdentityPublishing, identity_publishing};
+use crate::pivot::DEFAULT_IDENTITY_FALLBACK_SOAK;
 use crate::version::KubeVersion;
 
 use super::{ClusterObservation, resuming};
