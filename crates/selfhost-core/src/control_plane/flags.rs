@@ -11,7 +11,7 @@ use crate::component::Component;
 use crate::config::{ClusterConfig, ComponentConfig, Etcd, ExtraArg};
 use crate::version::KubeVersion;
 
-use super::{AdvertiseAddress, NodeContext};
+use super::node::{AdvertiseAddress, NodeContext};
 
 /// kubeadm's configuration directory on every control-plane node.
 pub const KUBERNETES_DIR: &str = "/etc/kubernetes";

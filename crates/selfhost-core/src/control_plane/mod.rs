@@ -8,6 +8,7 @@
 //! the same pod.
 
 mod flags;
+mod node;
 mod probes;
 mod volumes;
 
@@ -15,8 +16,7 @@ mod volumes;
 pub(crate) mod tests;
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodSecurityContext, PodSpec,
@@ -34,17 +34,16 @@ pub use flags::{
     SCHEDULER_KUBECONFIG, SEND_RETRY_AFTER_SINCE_MINOR, SHUTDOWN_SEND_RETRY_AFTER, command,
     supports_port_sharing, supports_send_retry_after,
 };
+pub use node::{
+    AdvertiseAddress, DEFAULT_CA_TRUST_DIRS, HOST_IP_ENV, KUBEADM_CA_TRUST_DIRS, NodeContext,
+};
 pub use volumes::{
-    CA_CERTS_VOLUME, DEFAULT_CA_TRUST_DIRS, FLEXVOLUME_VOLUME, K8S_CERTS_VOLUME,
-    KUBEADM_CA_TRUST_DIRS, KUBECONFIG_VOLUME, volume_name_for_dir,
+    CA_CERTS_VOLUME, FLEXVOLUME_VOLUME, K8S_CERTS_VOLUME, KUBECONFIG_VOLUME, volume_name_for_dir,
 };
 
 /// Annotation kubeadm puts on the API server pod: the endpoint (`ip:port`) it advertises.
 pub const ADVERTISE_ADDRESS_ANNOTATION: &str =
     "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint";
-/// Environment variable that carries the node's IP (downward API `status.hostIP`) when the
-/// advertise address is not known in advance.
-pub const HOST_IP_ENV: &str = "HOST_IP";
 /// Label that names the component on its pods (kubeadm's).
 pub const COMPONENT_LABEL: &str = "component";
 /// Label that marks control-plane pods, with value [`CONTROL_PLANE_TIER`] (kubeadm's).
@@ -53,73 +52,6 @@ pub const TIER_LABEL: &str = "tier";
 pub const CONTROL_PLANE_TIER: &str = "control-plane";
 /// Priority class of the control-plane pods (kubeadm's).
 pub const PRIORITY_CLASS: &str = "system-node-critical";
-
-/// What selfhost would otherwise have to look up on the node: the facts kubeadm reads from the
-/// host when it writes static pods. The caller supplies them; nothing here reads the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeContext {
-    /// The node's IP for the API server to advertise. When set it wins over the
-    /// configuration's `localAPIEndpoint.advertiseAddress` (which describes only the node
-    /// `kubeadm init` ran on). When neither is known the pod advertises `$(HOST_IP)`, filled
-    /// in by the kubelet from the downward API.
-    pub advertise_address: Option<IpAddr>,
-    /// CA trust directories of the host to mount into the API server and controller-manager
-    /// (kubeadm mounts those of [`KUBEADM_CA_TRUST_DIRS`] that exist). Defaults to
-    /// [`DEFAULT_CA_TRUST_DIRS`]; pass the set the live manifests mount to render them
-    /// unchanged.
-    pub ca_trust_dirs: Vec<String>,
-    /// Whether the cluster CA's private key is kept off the nodes (kubeadm's "external CA"
-    /// mode); the controller-manager then gets empty signing files, as kubeadm does.
-    pub external_ca: bool,
-}
-
-impl Default for NodeContext {
-    fn default() -> Self {
-        NodeContext {
-            advertise_address: None,
-            ca_trust_dirs: DEFAULT_CA_TRUST_DIRS.map(String::from).to_vec(),
-            external_ca: false,
-        }
-    }
-}
-
-impl NodeContext {
-    /// The context of a node with this IP, otherwise defaulted.
-    pub fn for_node(ip: IpAddr) -> Self {
-        NodeContext {
-            advertise_address: Some(ip),
-            ..NodeContext::default()
-        }
-    }
-
-    /// The address the API server advertises on this node: ours, else the configuration's,
-    /// else the node's IP from the downward API.
-    pub fn advertise_address(&self, config: &ClusterConfig) -> AdvertiseAddress {
-        let known = |ip: &IpAddr| !ip.is_unspecified();
-        self.advertise_address
-            .filter(known)
-            .or(config.local_api_endpoint.advertise_address.filter(known))
-            .map_or(AdvertiseAddress::HostIp, AdvertiseAddress::Ip)
-    }
-}
-
-/// The address an API server advertises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdvertiseAddress {
-    /// A known IP.
-    Ip(IpAddr),
-    /// `$(HOST_IP)`: the node's IP, expanded by the kubelet from the [`HOST_IP_ENV`] variable.
-    HostIp,
-}
-
-impl fmt::Display for AdvertiseAddress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AdvertiseAddress::Ip(ip) => write!(f, "{ip}"),
-            AdvertiseAddress::HostIp => write!(f, "$({HOST_IP_ENV})"),
-        }
-    }
-}
 
 /// The component's image: `<imageRepository>/<component>:<tag>`, e.g.
 /// `registry.k8s.io/kube-apiserver:v1.33.1`.

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::component::Component;
 use crate::config::ClusterConfig;
 
-use super::{AdvertiseAddress, NodeContext};
+use super::node::{AdvertiseAddress, NodeContext};
 
 /// Seconds between probes (and the initial delay, which skips one period).
 const PERIOD_SECONDS: i32 = 10;

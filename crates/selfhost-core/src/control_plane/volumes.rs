@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::{HostPathVolumeSource, Volume, VolumeMount};
 use crate::component::Component;
 use crate::config::{ClusterConfig, Etcd, HostPathMount};
 
-use super::NodeContext;
 use super::flags::{CONTROLLER_MANAGER_KUBECONFIG, SCHEDULER_KUBECONFIG};
+use super::node::{KUBEADM_CA_TRUST_DIRS, NodeContext};
 
 /// Volume of the certificates directory (kubeadm's `KubeCertificatesVolumeName`); the
 /// certificates-in-Secrets rewrite replaces it.
@@ -29,24 +29,6 @@ const CA_CERTS_PATH: &str = "/etc/ssl/certs";
 const DEFAULT_FLEXVOLUME_DIR: &str = "/usr/libexec/kubernetes/kubelet-plugins/volume/exec";
 const DIRECTORY_OR_CREATE: &str = "DirectoryOrCreate";
 const FILE_OR_CREATE: &str = "FileOrCreate";
-
-/// Every CA trust directory kubeadm mounts when it exists on the host (files in
-/// `/etc/ssl/certs` often link into them).
-pub const KUBEADM_CA_TRUST_DIRS: [&str; 5] = [
-    "/etc/pki/ca-trust",
-    "/etc/pki/tls/certs",
-    "/etc/ca-certificates",
-    "/usr/share/ca-certificates",
-    "/usr/local/share/ca-certificates",
-];
-
-/// The CA trust directories kubeadm finds on Debian and Ubuntu hosts, the most common
-/// kubeadm hosts: the default of [`NodeContext::ca_trust_dirs`].
-pub const DEFAULT_CA_TRUST_DIRS: [&str; 3] = [
-    "/etc/ca-certificates",
-    "/usr/share/ca-certificates",
-    "/usr/local/share/ca-certificates",
-];
 
 /// kubeadm's volume name for a directory: its path with `/` turned into `-`, e.g.
 /// `usr-share-ca-certificates`.

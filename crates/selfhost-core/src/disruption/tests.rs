@@ -287,3 +287,17 @@ fn port_sharing_is_read_from_command_or_args_and_versions_from_image_tags() {
     assert_eq!(image_version("kube-apiserver@sha256:0123"), None);
     assert_eq!(image_version("localhost:5000/kube-apiserver"), None);
 }
+
+/// The bound on a leaderless gap holds with the retry period selfhost's templates set.
+#[test]
+fn the_handed_over_gap_covers_the_longest_jittered_retry() {
+    let retry = crate::daemonset::LEADER_ELECT_RETRY_PERIOD
+        .strip_suffix("ms")
+        .and_then(|ms| ms.parse::<f64>().ok())
+        .map(|ms| ms / 1000.0)
+        .expect("a retry period in milliseconds");
+    assert!(
+        HANDED_OVER_GAP.as_secs_f64() - 2.2 * retry >= 1.5,
+        "the longest jittered wait leaves 1.5 s of the bound to confirm the holder gone"
+    );
+}
