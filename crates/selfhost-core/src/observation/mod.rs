@@ -5,7 +5,7 @@
 //! decision needs is a field here — including the current time, which is data like any other
 //! so that decisions are reproducible in tests.
 //!
-//! The constructors in [`convert`] turn API objects into these structs. They are pure, so the
+//! The constructors in `convert.rs` turn API objects into these structs. They are pure, so the
 //! engine's only job is to fetch the objects. Three facts cannot be read from a single snapshot
 //! and are documented on their fields: [`IdentitySighting::holder_since`] (when a kube-apiserver
 //! process took its identity Lease), [`Observation::stopped`] (processes the engine saw stop)

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
-use super::BACKUP_CREATED_AT;
+use super::annotations::BACKUP_CREATED_AT;
 use crate::backup::{BackupError, derive_backup};
 use crate::command_line;
 use crate::component::{Component, NAMESPACE};

@@ -30,87 +30,14 @@
 //! start (a record only, `vacate.rs`): it never runs a pod, and its removal is always that
 //! single deletion. The node-by-node removal remains for a backup with pods.
 
-use std::collections::BTreeSet;
-
-use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    PodTemplateSpec,
-};
-
-use super::hold::on_delete;
-use super::lease_hand_over;
+use super::annotations::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES};
+use super::exclusion::{drained_nodes, exclude_nodes};
+use super::leader::lease_hand_over;
 use super::next_step::Cx;
 use super::step::{Step, Update, Wait, Watch};
+use super::update_strategy::on_delete;
 use crate::component::Component;
 use crate::observation::{BackupObservation, PodObservation, time};
-
-/// Annotation on the backup while it is removed node by node: the nodes excluded so far,
-/// comma-separated.
-pub const BACKUP_DRAINED_NODES: &str = "selfhost.dev/backup-drained-nodes";
-/// Annotation on the backup while it is removed node by node: when the last node was excluded
-/// (engine clock, RFC 3339); the wait for that node's backup pod to go has its deadline from
-/// it.
-pub const BACKUP_DRAIN_STEP_AT: &str = "selfhost.dev/backup-drain-step-at";
-
-/// The node field a required node affinity can select on.
-const NODE_NAME_FIELD: &str = "metadata.name";
-
-/// The nodes recorded as excluded from the backup.
-pub(super) fn drained_nodes(backup: &BackupObservation) -> BTreeSet<String> {
-    backup
-        .daemonset
-        .annotation(BACKUP_DRAINED_NODES)
-        .map(|nodes| {
-            nodes
-                .split(',')
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// `template` with every node of `nodes` excluded from its required node affinity: each term
-/// (terms are alternatives) gets `metadata.name NotIn [node]` for each node it lacks. A
-/// template without required node affinity gets one term with only those requirements.
-/// Idempotent, and it keeps whatever the template selected before.
-pub fn exclude_nodes(template: &PodTemplateSpec, nodes: &BTreeSet<String>) -> PodTemplateSpec {
-    let mut template = template.clone();
-    let spec = template.spec.get_or_insert_with(Default::default);
-    let affinity = spec.affinity.get_or_insert_with(Affinity::default);
-    let node_affinity = affinity
-        .node_affinity
-        .get_or_insert_with(NodeAffinity::default);
-    let required = node_affinity
-        .required_during_scheduling_ignored_during_execution
-        .get_or_insert_with(|| NodeSelector {
-            node_selector_terms: Vec::new(),
-        });
-    if required.node_selector_terms.is_empty() {
-        required
-            .node_selector_terms
-            .push(NodeSelectorTerm::default());
-    }
-    for term in &mut required.node_selector_terms {
-        let fields = term.match_fields.get_or_insert_with(Vec::new);
-        for node in nodes {
-            let present = fields.iter().any(|r| {
-                r.key == NODE_NAME_FIELD
-                    && r.operator == "NotIn"
-                    && r.values.as_deref() == Some(std::slice::from_ref(node))
-            });
-            if !present {
-                fields.push(NodeSelectorRequirement {
-                    key: NODE_NAME_FIELD.to_string(),
-                    operator: "NotIn".to_string(),
-                    values: Some(vec![node.clone()]),
-                });
-            }
-        }
-    }
-    template
-}
 
 impl Cx<'_> {
     /// The backup's removal has begun node by node: speed up what can be, then go on.

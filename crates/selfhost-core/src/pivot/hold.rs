@@ -25,22 +25,12 @@
 
 use k8s_openapi::api::apps::v1::DaemonSetUpdateStrategy;
 
+use super::annotations::HELD_UPDATE_STRATEGY;
 use super::next_step::Cx;
 use super::step::Step;
+use super::update_strategy::on_delete;
 use crate::component::Component;
 use crate::disruption::ClusterShape;
-
-/// Annotation on the real DaemonSet while selfhost holds the kube-apiserver's rollout: the
-/// update strategy (JSON; `{}` when it was unset) that `OnDelete` replaced, to be written back.
-pub const HELD_UPDATE_STRATEGY: &str = "selfhost.dev/held-update-strategy";
-
-/// The strategy under which the DaemonSet controller replaces no pod by itself.
-pub(super) fn on_delete() -> DaemonSetUpdateStrategy {
-    DaemonSetUpdateStrategy {
-        type_: Some("OnDelete".to_string()),
-        rolling_update: None,
-    }
-}
 
 impl Cx<'_> {
     /// The strategy the update to the target sets, with the annotation that records the one
@@ -88,30 +78,5 @@ impl Cx<'_> {
             remove_annotations: vec![HELD_UPDATE_STRATEGY.to_string()],
             why: why.to_string(),
         })
-    }
-}
-
-/// The strategy in words, e.g. `RollingUpdate (maxUnavailable 1)`.
-pub fn describe_strategy(strategy: &DaemonSetUpdateStrategy) -> String {
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    let kind = strategy.type_.as_deref().unwrap_or("RollingUpdate");
-    let Some(rolling) = strategy.rolling_update.as_ref() else {
-        return kind.to_string();
-    };
-    let show = |v: &IntOrString| match v {
-        IntOrString::Int(n) => n.to_string(),
-        IntOrString::String(s) => s.clone(),
-    };
-    let mut params = Vec::new();
-    if let Some(v) = &rolling.max_unavailable {
-        params.push(format!("maxUnavailable {}", show(v)));
-    }
-    if let Some(v) = &rolling.max_surge {
-        params.push(format!("maxSurge {}", show(v)));
-    }
-    if params.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind} ({})", params.join(", "))
     }
 }

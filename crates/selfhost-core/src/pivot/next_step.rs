@@ -20,13 +20,18 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
-use super::recorded::{BACKUP_IDENTITIES, backup_identities};
-use super::step::{Step, Update, Wait, Watch};
-use super::{
+use super::annotations::{
     APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, BACKUP_CREATED_AT, BACKUP_DRAIN_STEP_AT,
-    HELD_UPDATE_STRATEGY, ROLLBACK_REASON, ROLLBACK_STARTED_AT, Target, UPDATE_STARTED_AT,
-    backup_daemonset, leader_is_new_process, lease_hand_over, template_applied,
+    BACKUP_IDENTITIES, HELD_UPDATE_STRATEGY, ROLLBACK_REASON, ROLLBACK_STARTED_AT,
+    UPDATE_STARTED_AT, template_applied,
 };
+use super::backup_template::backup_daemonset;
+use super::leader::{leader_record, lease_hand_over};
+use super::new_leader::leader_is_new_process;
+use super::recorded::RecordedIdentity;
+use super::serving::{Serving, pod_serves};
+use super::step::{Step, Update, Wait, Watch};
+use super::target::Target;
 use crate::backup::{BackupOrigin, ORIGINAL_TEMPLATE_ANNOTATION, TARGET_VERSION_ANNOTATION};
 use crate::component::Component;
 use crate::daemonset::self_hosted_labels;
@@ -344,9 +349,7 @@ impl<'a> Cx<'a> {
         }
         let deadline = self.deadline_after(base, 2);
         match self.verification() {
-            Ok(summary) => {
-                super::leader::leader_record(self.obs, self.real).unwrap_or(Step::Done { summary })
-            }
+            Ok(summary) => leader_record(self.obs, self.real).unwrap_or(Step::Done { summary }),
             Err(pending) if self.now() >= deadline => Step::Failed {
                 reason: format!("verification did not pass by {deadline}: {pending}"),
                 state: format!(
@@ -603,4 +606,41 @@ pub(super) fn describe(signals: &[crate::rollout::FailureSignal]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// The record of every backup pod that serves by an attributed identity now (or by a record
+/// that still holds): the value of [`BACKUP_IDENTITIES`], `None` when there is none.
+fn backup_identities(
+    obs: &Observation,
+    target: &Target,
+    backup: &BackupObservation,
+) -> Option<String> {
+    let name = obs.component.name();
+    let records: Vec<RecordedIdentity> = backup
+        .daemonset
+        .pods
+        .iter()
+        .filter(|pod| !pod.is_terminating())
+        .filter_map(|pod| {
+            let (lease, holder) = match pod_serves(obs, target, pod) {
+                Ok(Serving::Identity { lease, holder } | Serving::Recorded { lease, holder }) => {
+                    (lease, holder)
+                }
+                _ => return None,
+            };
+            Some(RecordedIdentity {
+                pod_uid: pod.uid.clone()?,
+                node: pod.node.clone()?,
+                process_started_at: time::format(pod.process_started_at(name)?),
+                restarts: pod.main_container(name)?.restart_count,
+                lease,
+                holder,
+            })
+        })
+        .collect();
+    if records.is_empty() {
+        return None;
+    }
+    // Serialising strings and integers cannot fail.
+    serde_json::to_string(&records).ok()
 }

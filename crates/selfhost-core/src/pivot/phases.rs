@@ -3,11 +3,12 @@
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
+use super::annotations::template_applied;
+use super::leader::lease_hand_over;
 use super::next_step::{Cx, describe};
 use super::rolling_back::process_may_run;
 use super::serving::{pod_serves, serves_despite_its_probe, soak_ends_at};
 use super::step::{Step, Wait, Watch};
-use super::{container_name, lease_hand_over};
 use crate::component::Component;
 use crate::disruption::{ClusterShape, expected_disruption};
 use crate::observation::{
@@ -349,7 +350,7 @@ impl Cx<'_> {
                     resume: self.resume_command(),
                 };
             }
-            if super::template_applied(self.real, original) {
+            if template_applied(self.real, original) {
                 // Nothing was changed: recording the rollback (same template, no pod touched)
                 // lets the rollback phase remove the backup and end the run as rolled back.
                 return self.roll_back(original, reason);
@@ -391,7 +392,7 @@ impl Cx<'_> {
         if nodes.is_empty() {
             return vec![format!("{} has no pods", self.real.name)];
         }
-        let name = container_name(self.obs);
+        let name = self.obs.component.name();
         let mut pending = Vec::new();
         // A record-only backup (`vacate.rs`) runs no pod: on two nodes or more the other nodes
         // serve while one is out of rotation, and a backup process would only join nodes

@@ -29,15 +29,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::serving::{Serving, pod_serves};
-use super::{Target, container_name};
-use crate::observation::{
-    BackupObservation, IdentitySighting, Observation, PodObservation, sighting_node, time,
-};
-
-/// Annotation on the real DaemonSet: the backup pods the update's run proved serving, each
-/// with the identity holder attributed to it (a JSON list of [`RecordedIdentity`]).
-pub const BACKUP_IDENTITIES: &str = "selfhost.dev/backup-identities";
+use super::annotations::BACKUP_IDENTITIES;
+use crate::observation::{IdentitySighting, Observation, PodObservation, sighting_node, time};
 
 /// One backup pod's process and the identity holder attributed to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,43 +48,6 @@ pub struct RecordedIdentity {
     pub lease: String,
     /// The holder identity attributed to the pod's process.
     pub holder: String,
-}
-
-/// The record of every backup pod that serves by an attributed identity now (or by a record
-/// that still holds): the value of [`BACKUP_IDENTITIES`], `None` when there is none.
-pub(super) fn backup_identities(
-    obs: &Observation,
-    target: &Target,
-    backup: &BackupObservation,
-) -> Option<String> {
-    let name = container_name(obs);
-    let records: Vec<RecordedIdentity> = backup
-        .daemonset
-        .pods
-        .iter()
-        .filter(|pod| !pod.is_terminating())
-        .filter_map(|pod| {
-            let (lease, holder) = match pod_serves(obs, target, pod) {
-                Ok(Serving::Identity { lease, holder } | Serving::Recorded { lease, holder }) => {
-                    (lease, holder)
-                }
-                _ => return None,
-            };
-            Some(RecordedIdentity {
-                pod_uid: pod.uid.clone()?,
-                node: pod.node.clone()?,
-                process_started_at: time::format(pod.process_started_at(name)?),
-                restarts: pod.main_container(name)?.restart_count,
-                lease,
-                holder,
-            })
-        })
-        .collect();
-    if records.is_empty() {
-        return None;
-    }
-    // Serialising strings and integers cannot fail.
-    serde_json::to_string(&records).ok()
 }
 
 /// The sighting of the holder recorded for backup pod `pod` (whose process started at
@@ -118,7 +74,7 @@ pub(super) fn recorded_identity<'a>(
     let text = obs.real.as_ref()?.annotation(BACKUP_IDENTITIES)?;
     // An unreadable record proves nothing: the engine is only more cautious without it.
     let records: Vec<RecordedIdentity> = serde_json::from_str(text).ok()?;
-    let restarts = pod.main_container(container_name(obs))?.restart_count;
+    let restarts = pod.main_container(obs.component.name())?.restart_count;
     let record = records.into_iter().find(|r| {
         r.pod_uid == uid
             && r.node == node

@@ -3,7 +3,7 @@
 //! with a short grace, and, under `updateStrategy: OnDelete` (the operator's, or selfhost's
 //! hold, `hold.rs`), the next old pod deleted once every other node is settled.
 
-use super::lease_hand_over;
+use super::leader::lease_hand_over;
 use super::next_step::Cx;
 use super::serving::{Serving, pod_serves};
 use super::step::Step;

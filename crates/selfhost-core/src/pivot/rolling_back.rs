@@ -3,10 +3,11 @@
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+use super::annotations::{BACKUP_CREATED_AT, ROLLBACK_REASON};
+use super::leader::lease_hand_over;
 use super::next_step::{Cx, describe};
 use super::serving::{created_after_our_write, pod_serves};
 use super::step::{Step, Wait};
-use super::{BACKUP_CREATED_AT, ROLLBACK_REASON, lease_hand_over};
 use crate::observation::{BackupObservation, ContainerState, Observation, PodObservation, time};
 use crate::rollout::{failure_signals, rollout_progress};
 

@@ -45,10 +45,12 @@
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{
-    APPLIED_OVER_GENERATION, BACKUP_CREATED_AT, ROLLBACK_STARTED_AT, Target, UPDATE_STARTED_AT,
-    container_name,
+use super::annotations::{
+    APPLIED_OVER_GENERATION, BACKUP_CREATED_AT, ROLLBACK_STARTED_AT, UPDATE_STARTED_AT,
 };
+use super::exclusion::runs_as_record_only;
+use super::recorded::recorded_identity;
+use super::target::Target;
 use crate::component::Component;
 use crate::observation::{
     HostPlacement, IdentityPublishing, IdentitySighting, Observation, PodObservation,
@@ -84,7 +86,7 @@ pub enum Serving {
     /// longer than the soak.
     Soaked,
     /// A kube-apiserver on a cluster without identity Leases whose Ready can only be its own
-    /// answer: see [`answers_its_own_probe`].
+    /// answer: see `answers_its_own_probe`.
     Alone,
     /// A controller-manager or scheduler running as a standby (or leader).
     Standby,
@@ -96,7 +98,7 @@ pub fn pod_serves(
     target: &Target,
     pod: &PodObservation,
 ) -> Result<Serving, String> {
-    let name = container_name(obs);
+    let name = obs.component.name();
     let node = pod.node.as_deref().unwrap_or("(unscheduled)");
     if pod.is_terminating() {
         return Err(format!("{node}: pod {} is terminating", pod.name));
@@ -147,7 +149,7 @@ pub fn pod_serves(
                     holder: sighting.holder.clone(),
                 });
             }
-            if let Some(sighting) = super::recorded::recorded_identity(obs, pod, started) {
+            if let Some(sighting) = recorded_identity(obs, pod, started) {
                 return Ok(Serving::Recorded {
                     lease: sighting.lease.clone(),
                     holder: sighting.holder.clone(),
@@ -192,10 +194,7 @@ pub fn pod_serves(
 /// before the old pod it preceded was gone. The soak stands in for a proof only where
 /// another process shares the port; here Ready is the proof.
 fn answers_its_own_probe(obs: &Observation, pod: &PodObservation, name: &str) -> bool {
-    let record_only = obs
-        .backup
-        .as_ref()
-        .is_some_and(super::vacate::runs_as_record_only);
+    let record_only = obs.backup.as_ref().is_some_and(runs_as_record_only);
     let current = obs.real.as_ref().is_some_and(|real| real.is_current(pod));
     let others_on_node = obs
         .all_pods()
@@ -220,7 +219,7 @@ pub(crate) fn serves_despite_its_probe(
     if obs.component != Component::ApiServer || pod.is_terminating() {
         return false;
     }
-    let name = container_name(obs);
+    let name = obs.component.name();
     let (Some(node), Some(started)) = (pod.node.as_deref(), pod.process_started_at(name)) else {
         return false;
     };
@@ -242,7 +241,7 @@ pub(crate) fn soak_ends_at(
     {
         return None;
     }
-    let started = pod.process_started_at(container_name(obs))?;
+    let started = pod.process_started_at(obs.component.name())?;
     let end = time::after(started, target.options.identity_fallback_soak);
     (end > obs.now).then_some(end)
 }
@@ -327,7 +326,7 @@ fn counted_identities(obs: &Observation, pod: &PodObservation) -> Option<(Vec<St
     let unplaced_nodes = unplaced_nodes(obs);
     let grouped = unplaced_nodes.contains(&node);
     let group: Vec<&str> = if grouped { unplaced_nodes } else { vec![node] };
-    let name = container_name(obs);
+    let name = obs.component.name();
     let on_host: Vec<&PodObservation> = obs
         .all_pods()
         .filter(|p| p.node.as_deref().is_some_and(|n| group.contains(&n)))
@@ -425,7 +424,7 @@ pub(super) fn started_no_earlier_than(
     obs: &Observation,
     pod: &PodObservation,
 ) -> Option<Timestamp> {
-    let started = pod.process_started_at(container_name(obs))?;
+    let started = pod.process_started_at(obs.component.name())?;
     // The engine's record of its own writes: a static manifest it wrote made the pod.
     let known = obs
         .known_starts

@@ -8,6 +8,9 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
+use super::annotations::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES};
+use super::update_strategy::describe_strategy;
+
 /// What the engine does next for one component.
 ///
 /// Actions carry everything the API call needs, including its precondition; the engine adds
@@ -284,7 +287,7 @@ impl Step {
                     .metadata
                     .annotations
                     .as_ref()
-                    .is_some_and(|a| a.contains_key(super::BACKUP_DRAINED_NODES));
+                    .is_some_and(|a| a.contains_key(BACKUP_DRAINED_NODES));
                 if record_only {
                     format!(
                         "create backup DaemonSet {name} (record only, no pods: on several \
@@ -319,7 +322,7 @@ impl Step {
                 ..
             } => format!(
                 "restore {name}'s update strategy {}: {why}",
-                super::hold::describe_strategy(strategy)
+                describe_strategy(strategy)
             ),
             Step::DeleteOldPod {
                 pod,
@@ -337,10 +340,7 @@ impl Step {
                 format!("hand over Lease {lease} from gone holder {holder}")
             }
             Step::DrainBackupNode { update, node, .. } => {
-                if update
-                    .set_annotations
-                    .contains_key(super::BACKUP_DRAIN_STEP_AT)
-                {
+                if update.set_annotations.contains_key(BACKUP_DRAIN_STEP_AT) {
                     format!(
                         "remove backup {}'s pod from {node} (one node at a time)",
                         update.name

@@ -50,12 +50,12 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::jiff::Timestamp;
 
-use super::drain::drained_nodes;
-use super::hold::on_delete;
+use super::annotations::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES};
+use super::exclusion::{drained_nodes, exclude_nodes};
 use super::next_step::Cx;
 use super::serving::pod_serves;
 use super::step::{Step, Update};
-use super::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES, exclude_nodes};
+use super::update_strategy::on_delete;
 use crate::component::Component;
 use crate::observation::{BackupObservation, PodObservation};
 
@@ -67,15 +67,6 @@ pub(super) enum Turn {
     Wait,
     /// The node is not vacated: the backup covers it while its pod is replaced.
     Covered,
-}
-
-/// Whether `backup` runs no pod because every node it would run on was vacated during the
-/// rollout (a record-only backup, or one whose pods have all left before their nodes' turns),
-/// not because its removal at the end has begun.
-pub fn runs_as_record_only(backup: &BackupObservation) -> bool {
-    backup.daemonset.pods.is_empty()
-        && backup.daemonset.annotation(BACKUP_DRAINED_NODES).is_some()
-        && backup.daemonset.annotation(BACKUP_DRAIN_STEP_AT).is_none()
 }
 
 impl Cx<'_> {
