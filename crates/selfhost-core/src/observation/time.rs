@@ -21,7 +21,7 @@ pub(crate) fn format(at: Timestamp) -> String {
     at.to_string()
 }
 
-/// Parses an RFC 3339 timestamp written by [`format`] (or any RFC 3339 time).
+/// Parses an RFC 3339 timestamp written by [`format()`] (or any RFC 3339 time).
 pub(crate) fn parse(text: &str) -> Option<Timestamp> {
     text.trim().parse().ok()
 }

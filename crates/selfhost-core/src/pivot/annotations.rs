@@ -3,8 +3,9 @@
 //! writes which), and whether the real DaemonSet carries a template by our own record.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::jiff::Timestamp;
 
-use crate::observation::DaemonSetObservation;
+use crate::observation::{BackupObservation, DaemonSetObservation, time};
 use crate::rollout::{template_hash, templates_equal};
 
 /// Annotation on the backup: when the run that created it did so (engine clock, RFC 3339).
@@ -65,4 +66,19 @@ pub fn template_applied(real: &DaemonSetObservation, wanted: &PodTemplateSpec) -
     let generation = real.template_generation.or(real.generation);
     hash_matches
         && matches!((over, generation), (Some(over), Some(now)) if now <= over.saturating_add(1))
+}
+
+/// When the backup was created: our annotation (the engine's clock), else the object's
+/// creation time.
+pub(super) fn backup_created_at(backup: &BackupObservation) -> Option<Timestamp> {
+    backup
+        .daemonset
+        .annotation(BACKUP_CREATED_AT)
+        .and_then(time::parse)
+        .or(backup.daemonset.created)
+}
+
+/// When selfhost started rolling the real DaemonSet back, from its annotation.
+pub(super) fn rollback_started_at(real: &DaemonSetObservation) -> Option<Timestamp> {
+    real.annotation(ROLLBACK_STARTED_AT).and_then(time::parse)
 }

@@ -1,4 +1,6 @@
-//! Removing the backup one node at a time.
+//! Removing the backup: the phases where its removal has begun — its deletion, or its
+//! removal one node at a time — and the next step of that removal once the rollout or a
+//! rollback no longer needs the backup.
 //!
 //! A kube-apiserver that is told to stop keeps its port for its `--shutdown-delay-duration`
 //! and fails `/readyz` on purpose meanwhile, so that load balancers take it out of rotation.
@@ -8,8 +10,8 @@
 //! load balancer can find no node whose checks pass and refuse connections.
 //!
 //! So the kube-apiserver's backup goes one node at a time (the other components' backups, with
-//! no load balancer in front, are deleted at once): each step excludes one more node from the backup's
-//! required node affinity (`matchFields metadata.name NotIn [node]`; the API accepts one value
+//! no load balancer in front, are deleted at once): each step excludes one more node from the
+//! backup's required node affinity (`matchFields metadata.name NotIn [node]`; the API accepts one value
 //! per field requirement, so one requirement per node), and the DaemonSet controller deletes
 //! the backup pod there, as upstream `NodeShouldRunDaemonPod` asks of a node that no longer
 //! matches. The same write sets the backup's update strategy to `OnDelete`, so that the
@@ -33,13 +35,74 @@
 use super::annotations::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES};
 use super::exclusion::{drained_nodes, exclude_nodes};
 use super::leader::lease_hand_over;
-use super::next_step::Cx;
 use super::step::{Step, Update, Wait, Watch};
 use super::update_strategy::on_delete;
+use super::view::Pivot;
 use crate::component::Component;
 use crate::observation::{BackupObservation, PodObservation, time};
 
-impl Cx<'_> {
+impl Pivot<'_> {
+    /// The backup is being deleted: wait until it is gone.
+    pub(super) fn backup_going(&self, backup: &BackupObservation) -> Step {
+        if let Some(step) = lease_hand_over(self.obs) {
+            return step;
+        }
+        if let Some(step) = self.shorten_terminating() {
+            return step;
+        }
+        let deadline = self.deadline_after(backup.daemonset.deleting_since, 1);
+        let mut pending: Vec<String> = backup
+            .daemonset
+            .pods
+            .iter()
+            .map(|pod| {
+                format!(
+                    "{}: backup pod {} still exists",
+                    pod.node.as_deref().unwrap_or("(unscheduled)"),
+                    pod.name
+                )
+            })
+            .collect();
+        if pending.is_empty() {
+            pending.push(format!(
+                "backup DaemonSet {} still exists (its pods are gone)",
+                backup.daemonset.name
+            ));
+        }
+        if self.now() >= deadline {
+            return Step::Failed {
+                reason: format!(
+                    "the backup {} was not gone by {deadline}: {}",
+                    backup.daemonset.name,
+                    pending.join("; ")
+                ),
+                state: format!(
+                    "{} is being deleted; check its pods and finalizers \
+                     (`kubectl -n kube-system get ds,pods -l {}`)",
+                    backup.daemonset.name,
+                    self.component().backup_label_query()
+                ),
+                resume: self.resume_command(),
+            };
+        }
+        let mut watch = vec![
+            Watch::DaemonSet {
+                name: backup.daemonset.name.clone(),
+            },
+            Watch::Pods {
+                selector: self.component().backup_label_query(),
+            },
+        ];
+        watch.extend(self.lease_watch());
+        Step::WaitForBackupGone(Wait {
+            condition: format!("backup {} and its pods gone", backup.daemonset.name),
+            pending,
+            watch,
+            recheck_at: Some(deadline),
+            deadline: Some(deadline),
+        })
+    }
+
     /// The backup's removal has begun node by node: speed up what can be, then go on.
     pub(super) fn draining(&self, backup: &BackupObservation) -> Step {
         if let Some(step) = lease_hand_over(self.obs) {

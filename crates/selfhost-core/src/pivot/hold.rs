@@ -26,13 +26,13 @@
 use k8s_openapi::api::apps::v1::DaemonSetUpdateStrategy;
 
 use super::annotations::HELD_UPDATE_STRATEGY;
-use super::next_step::Cx;
 use super::step::Step;
 use super::update_strategy::on_delete;
+use super::view::Pivot;
 use crate::component::Component;
 use crate::disruption::ClusterShape;
 
-impl Cx<'_> {
+impl Pivot<'_> {
     /// The strategy the update to the target sets, with the annotation that records the one
     /// it replaces: only for the kube-apiserver (whose readiness probe can lie), only where
     /// the controller would roll by itself, and only where the backup can serve beside the old
@@ -68,15 +68,28 @@ impl Cx<'_> {
     }
 
     /// Writes the held strategy back, if the rollout is held: every node runs a new pod
-    /// that serves (or, without a backup, the controller must finish the rollout itself).
+    /// that serves.
     pub(super) fn release_hold(&self, why: &str) -> Option<Step> {
         let strategy = self.held_strategy()?;
-        Some(Step::RestoreUpdateStrategy {
+        Some(self.restore_update_strategy(strategy, why))
+    }
+
+    /// The rollout is held, and no backup exists any more (removed by hand mid-rollout): the
+    /// controller must pace the rollout again, whatever comes next.
+    pub(super) fn releasing_hold(&self, held: DaemonSetUpdateStrategy) -> Step {
+        self.restore_update_strategy(
+            held,
+            "the rollout was held for the backup's sake, and no backup exists any more",
+        )
+    }
+
+    fn restore_update_strategy(&self, strategy: DaemonSetUpdateStrategy, why: &str) -> Step {
+        Step::RestoreUpdateStrategy {
             name: self.real.name.clone(),
             resource_version: self.real.resource_version.clone(),
             strategy: Box::new(strategy),
             remove_annotations: vec![HELD_UPDATE_STRATEGY.to_string()],
             why: why.to_string(),
-        })
+        }
     }
 }

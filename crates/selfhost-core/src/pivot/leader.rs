@@ -61,8 +61,10 @@
 //! them": the holder is gone once no process on any of them may hold the Lease, and the
 //! processes that may hold it are stopped across them while a standby that cannot hold it runs.
 //! Where that proves nothing the Lease is left to expire, a lease duration at worst. The end of
-//! a pivot needs no node either ([`leader_is_new_process`]): a holder that renewed the Lease
-//! after every process other than the new pods' had stopped is one of the new pods' processes.
+//! a pivot needs no node either
+//! ([`leader_is_new_process`](super::leader_is_new_process), `new_leader.rs`): a holder that
+//! renewed the Lease after every process other than the new pods' had stopped is one of the
+//! new pods' processes.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 

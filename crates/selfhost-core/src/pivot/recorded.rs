@@ -8,7 +8,7 @@
 //! serves publishes nothing), cannot tell that holder from the new pod's, and so cannot prove
 //! that the backup serves — which a rollback needs.
 //!
-//! So the update that starts the rollout also records, on the real DaemonSet
+//! So the update that starts the rollout (`backing_up.rs`) also records, on the real DaemonSet
 //! ([`BACKUP_IDENTITIES`]), each backup pod proven serving by attribution: its uid, its
 //! process (start time and restart count) and the holder identity attributed to it. A later
 //! observation counts the backup pod as serving by that record only while

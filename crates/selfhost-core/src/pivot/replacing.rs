@@ -4,14 +4,14 @@
 //! hold, `hold.rs`), the next old pod deleted once every other node is settled.
 
 use super::leader::lease_hand_over;
-use super::next_step::Cx;
 use super::serving::{Serving, pod_serves};
 use super::step::Step;
 use super::vacate::Turn;
+use super::view::Pivot;
 use crate::observation::PodObservation;
 use crate::rollout::pod_not_rolled_out;
 
-impl Cx<'_> {
+impl Pivot<'_> {
     /// Actions that only speed a wait up: a dead leader's Lease, a Terminating apiserver whose
     /// replacement already serves, an `OnDelete` pod whose node is covered.
     pub(super) fn hurry(&self) -> Option<Step> {

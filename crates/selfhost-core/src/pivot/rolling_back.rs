@@ -1,20 +1,25 @@
-//! The rollback phase: the real DaemonSet is back on its original template, and the backup
-//! serves until the restored pods do; after its removal, the run ends once they are all back.
+//! Rolling back: the write that restores the original template, whether that is safe now,
+//! and the two phases after it — the real DaemonSet back on its original template while the
+//! backup serves until the restored pods do, and, after the backup's removal, the wait until
+//! they are all back before the run ends rolled back.
 
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::annotations::{BACKUP_CREATED_AT, ROLLBACK_REASON};
+use super::annotations::{
+    HELD_UPDATE_STRATEGY, ROLLBACK_REASON, ROLLBACK_STARTED_AT, backup_created_at,
+};
 use super::leader::lease_hand_over;
-use super::next_step::{Cx, describe};
-use super::serving::{created_after_our_write, pod_serves};
+use super::serving::{created_after_our_write, pod_serves, serves_despite_its_probe};
 use super::step::{Step, Wait};
+use super::view::{Pivot, describe};
 use crate::observation::{BackupObservation, ContainerState, Observation, PodObservation, time};
 use crate::rollout::{failure_signals, rollout_progress};
 
 /// The rollback's deadline, in per-component deadlines from the rollback's start.
 pub(super) const ROLLBACK_DEADLINE_FACTOR: u32 = 2;
 
-impl Cx<'_> {
+impl Pivot<'_> {
     /// The real DaemonSet is on its original template again after a rollback: wait until it
     /// serves, then remove the backup.
     pub(super) fn rolling_back(
@@ -124,6 +129,100 @@ impl Cx<'_> {
         })
     }
 
+    /// The update that restores `original`, recording the rollback and why; a held rollout
+    /// gets its own strategy back in the same write, so the DaemonSet controller replaces the
+    /// failed pods by itself.
+    pub(super) fn roll_back(&self, original: &PodTemplateSpec, reason: String) -> Step {
+        let recorded: String = reason.chars().take(1024).collect();
+        let held = self.held_strategy();
+        let release: &[&str] = if held.is_some() {
+            &[HELD_UPDATE_STRATEGY]
+        } else {
+            &[]
+        };
+        let mut update = self.update(
+            original,
+            &[
+                (ROLLBACK_STARTED_AT, time::format(self.now())),
+                (ROLLBACK_REASON, recorded),
+            ],
+            release,
+        );
+        update.update_strategy = held;
+        Step::RollBack { update, reason }
+    }
+
+    /// Why restoring the original template now could take a serving process away, if it
+    /// could. A rollback replaces the pods on the target template (the others already run the
+    /// original revision and stay): each of those that serves needs a serving backup pod on its
+    /// node, and something must serve once they are gone.
+    ///
+    /// A backup pod whose probe fails counts when its process serves by its own identity
+    /// Lease: the failing target beside it on the shared port may be what answered the probe.
+    /// A node vacated of the backup needs none: other nodes serve while it is out of rotation.
+    pub(super) fn rollback_hazard(&self, backup: &BackupObservation) -> Option<String> {
+        let serves = |pod: &PodObservation| pod_serves(self.obs, self.target, pod).is_ok();
+        let serving_backup: Vec<&PodObservation> = backup
+            .daemonset
+            .pods
+            .iter()
+            .filter(|p| serves_despite_its_probe(self.obs, self.target, p))
+            .collect();
+        let (replaced, kept): (Vec<&PodObservation>, Vec<&PodObservation>) = self
+            .real
+            .pods
+            .iter()
+            .partition(|pod| self.real.is_current(pod));
+        // A node vacated of the backup (`vacate.rs`) has no backup pod to cover it: its new
+        // pod's replacement takes it out of the load balancer, and the other nodes serve —
+        // their own new pods too, which the controller replaces one at a time.
+        let vacated = self.vacated_nodes();
+        let on_vacated = |p: &PodObservation| p.node.as_ref().is_some_and(|n| vacated.contains(n));
+        // Where every node is vacated (a record-only backup, `vacate.rs`), nothing proven to
+        // serve is a hazard only if the rollback would take away a process that may serve
+        // unproven: replacing pods that run no process (an image that cannot be pulled, a
+        // crash loop's back-off) takes nothing away. On a freshly booted cluster the old pods
+        // may not be provable yet (whole-second starts), and an unpullable target must still
+        // be rolled back. With backup pods the rule stays as it was: they must serve.
+        let every_node_vacated =
+            !vacated.is_empty() && self.real.nodes().iter().all(|n| vacated.contains(*n));
+        let takes_nothing_away =
+            every_node_vacated && !replaced.iter().any(|p| process_may_run(self.obs, p));
+        if serving_backup.is_empty()
+            && !kept.iter().any(|p| serves(p))
+            && !replaced.iter().any(|p| on_vacated(p) && serves(p))
+            && !takes_nothing_away
+        {
+            let why: Vec<String> = backup
+                .daemonset
+                .pods
+                .iter()
+                .filter_map(|p| pod_serves(self.obs, self.target, p).err())
+                .collect();
+            return Some(format!(
+                "no pod of {} serves ({}), and no real pod outside the rollback does",
+                backup.daemonset.name,
+                if why.is_empty() {
+                    "it has no pods".to_string()
+                } else {
+                    why.join("; ")
+                }
+            ));
+        }
+        replaced
+            .iter()
+            .filter(|p| serves(p))
+            .filter(|p| !on_vacated(p))
+            .find(|pod| !serving_backup.iter().any(|b| b.node == pod.node))
+            .map(|pod| {
+                format!(
+                    "{}: the new pod {} serves and no backup pod there does",
+                    pod.node.as_deref().unwrap_or("(unscheduled)"),
+                    pod.name
+                )
+            })
+    }
+
     /// What keeps a rollback from being complete: the real DaemonSet's rollout back to the
     /// original template, and every node where a backup pod may still serve but no real pod
     /// is known to. Empty exactly when the backup can go.
@@ -145,7 +244,7 @@ impl Cx<'_> {
     /// starting) go on the restored pods' Ready — itself a probe the backup's process may have
     /// answered — and leave nothing serving.
     fn backup_may_serve_where_real_does_not(&self, backup: &BackupObservation) -> Vec<String> {
-        let backup_created = self.backup_created_at(backup);
+        let backup_created = backup_created_at(backup);
         backup
             .daemonset
             .pods
@@ -174,15 +273,6 @@ impl Cx<'_> {
                 })
             })
             .collect()
-    }
-
-    /// When the backup was created: our annotation, else the object's creation time.
-    fn backup_created_at(&self, backup: &BackupObservation) -> Option<Timestamp> {
-        backup
-            .daemonset
-            .annotation(BACKUP_CREATED_AT)
-            .and_then(time::parse)
-            .or(backup.daemonset.created)
     }
 }
 

@@ -35,9 +35,9 @@
 //! share of new connections before it serves (the last failed probes under the measured
 //! hand-over model); and every node waits for its backup to start and prove itself. So where
 //! the rollout will be held and vacated — decided before the backup exists
-//! ([`Cx::backup_runs_no_pod`]: the kube-apiserver, port sharing on the live and the target
+//! ([`Pivot::backup_runs_no_pod`]: the kube-apiserver, port sharing on the live and the target
 //! templates, the DaemonSet's own strategy not `OnDelete`, two nodes or more) — the backup is
-//! created as a record only ([`Cx::record_only`]): every node already excluded, in
+//! created as a record only ([`Pivot::record_only`]): every node already excluded, in
 //! [`BACKUP_DRAINED_NODES`], strategy `OnDelete`. It remains the upgrade's record (target,
 //! original template, our annotations: resume and rollback read it) but runs no pod: the wait
 //! for the backup has nothing to wait for, each node's turn goes straight to its old pod's
@@ -52,10 +52,10 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::annotations::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES};
 use super::exclusion::{drained_nodes, exclude_nodes};
-use super::next_step::Cx;
 use super::serving::pod_serves;
 use super::step::{Step, Update};
 use super::update_strategy::on_delete;
+use super::view::Pivot;
 use crate::component::Component;
 use crate::observation::{BackupObservation, PodObservation};
 
@@ -69,7 +69,7 @@ pub(super) enum Turn {
     Covered,
 }
 
-impl Cx<'_> {
+impl Pivot<'_> {
     /// Whether the held rollout vacates each node of the backup before replacing its pod: the
     /// kube-apiserver's own hold, on two nodes or more.
     pub(super) fn vacates_nodes(&self) -> bool {
@@ -79,7 +79,7 @@ impl Cx<'_> {
     }
 
     /// Whether the backup this run creates runs no pod: decided before it exists, on the
-    /// condition [`Cx::vacates_nodes`] reads after the update (the kube-apiserver's rollout
+    /// condition [`Pivot::vacates_nodes`] reads after the update (the kube-apiserver's rollout
     /// will be held, on two nodes or more). Each node would be vacated of its backup pod
     /// before its real pod is replaced, so the backup's pods would never cover anything;
     /// they would only join every node's shared port at the start, while the node is in the

@@ -1,0 +1,63 @@
+//! A stopping kube-apiserver's shutdown delay: how long it keeps its port, failing `/readyz`
+//! on purpose, before it leaves. The held rollout (`vacate.rs`) and the shortening of a
+//! lingering pod's grace (`linger.rs`) both wait it out.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::view::Pivot;
+use crate::command_line::template_flag;
+use crate::component::Component;
+use crate::config::go_duration;
+use crate::daemonset::SHUTDOWN_DELAY;
+use crate::observation::{PodObservation, time};
+
+/// The kube-apiserver flag that keeps a stopping process serving, `/readyz` failing.
+const SHUTDOWN_DELAY_FLAG: &str = "shutdown-delay-duration";
+
+impl Pivot<'_> {
+    /// When a Terminating pod's shutdown delay is over: its deletion (the deletion timestamp
+    /// less the grace it was given) plus its `--shutdown-delay-duration`.
+    pub(super) fn delay_over_at(&self, pod: &PodObservation) -> Option<Timestamp> {
+        let ends = pod.deleting_since?;
+        let grace = pod.deletion_grace_seconds.unwrap_or(0);
+        let deleted = ends.checked_sub(SignedDuration::from_secs(grace)).ok()?;
+        Some(time::after(deleted, self.shutdown_delay(pod)))
+    }
+
+    /// `pod`'s `--shutdown-delay-duration`, read from the template it was created from (the
+    /// real DaemonSet's for its current pods, the saved original for its old ones, the
+    /// backup's for the backup's): none when the template sets no flag (the kube-apiserver's
+    /// own default); the delay selfhost's templates set when the template is not known or its
+    /// value cannot be read.
+    pub(super) fn shutdown_delay(&self, pod: &PodObservation) -> Duration {
+        let backup = self.obs.backup.as_ref();
+        let template = if backup.is_some_and(|b| b.daemonset.pods.iter().any(|p| p.uid == pod.uid))
+        {
+            backup.map(|b| &b.daemonset.template)
+        } else if self.real.is_current(pod) {
+            Some(&self.real.template)
+        } else {
+            backup
+                .and_then(|b| b.record.as_ref().ok())
+                .map(|r| &r.original_template)
+        };
+        template
+            .and_then(|t| template_shutdown_delay(t, self.component()))
+            .unwrap_or_else(|| go_duration(SHUTDOWN_DELAY).unwrap_or(Duration::from_secs(5)))
+    }
+}
+
+/// The `--shutdown-delay-duration` a template's component runs with: zero without the flag;
+/// `None` when its value cannot be read.
+fn template_shutdown_delay(template: &PodTemplateSpec, component: Component) -> Option<Duration> {
+    let Some(value) = template_flag(template, component.name(), SHUTDOWN_DELAY_FLAG) else {
+        return Some(Duration::ZERO);
+    };
+    if value.trim() == "0" || value.trim() == "0s" {
+        return Some(Duration::ZERO);
+    }
+    go_duration(&value).ok()
+}
