@@ -2,11 +2,13 @@
 
 use proptest::prelude::*;
 
-use super::builder::{Pod, World, target};
+use super::builder::{Pod, World, t, target, version};
 use super::decide;
+use super::phase::steps_of;
+use crate::backup::{BackupError, BackupOrigin, BackupRecord};
 use crate::component::Component;
-use crate::observation::{HostPlacement, Observation};
-use crate::pivot::{Step, Target, pod_serves, template_applied};
+use crate::observation::{HostPlacement, Observation, time};
+use crate::pivot::{BACKUP_DRAIN_STEP_AT, Step, Target, phase, pod_serves, template_applied};
 
 /// What one node looks like in a generated cluster.
 #[derive(Debug, Clone, Copy)]
@@ -147,6 +149,75 @@ impl Scenario {
             .at(self.now)
             .leader("cp-1", self.leader_acquired)
             .build()
+    }
+}
+
+/// What may be true besides a pivot of this run's: a backup someone else made, a removal
+/// begun, the real DaemonSet gone.
+#[derive(Debug, Clone, Copy)]
+enum Twist {
+    None,
+    RealGone,
+    Kubeadm,
+    Unreadable,
+    OtherTarget,
+    DrainBegun,
+}
+
+fn twist() -> impl Strategy<Value = Twist> {
+    prop_oneof![
+        5 => Just(Twist::None),
+        1 => Just(Twist::RealGone),
+        1 => Just(Twist::Kubeadm),
+        1 => Just(Twist::Unreadable),
+        1 => Just(Twist::OtherTarget),
+        1 => Just(Twist::DrainBegun),
+    ]
+}
+
+impl Twist {
+    fn apply(self, mut obs: Observation) -> Observation {
+        if let Twist::RealGone = self {
+            obs.real = None;
+        }
+        let Some(backup) = obs.backup.as_mut() else {
+            return obs;
+        };
+        let original = match &backup.record {
+            Ok(record) => record.original_template.clone(),
+            Err(_) => backup.daemonset.template.clone(),
+        };
+        match self {
+            Twist::None | Twist::RealGone => {}
+            Twist::Kubeadm => {
+                backup.record = Ok(BackupRecord {
+                    origin: BackupOrigin::Kubeadm,
+                    original_template: original,
+                });
+            }
+            Twist::Unreadable => {
+                backup.record = Err(BackupError::CorruptAnnotation {
+                    name: backup.daemonset.name.clone(),
+                    annotation: "selfhost.dev/original-template",
+                    reason: "expected value at line 1 column 1".into(),
+                });
+            }
+            Twist::OtherTarget => {
+                backup.record = Ok(BackupRecord {
+                    origin: BackupOrigin::Selfhost {
+                        target: version("v1.33.0"),
+                    },
+                    original_template: original,
+                });
+            }
+            Twist::DrainBegun => {
+                backup
+                    .daemonset
+                    .annotations
+                    .insert(BACKUP_DRAIN_STEP_AT.into(), time::format(t(140)));
+            }
+        }
+        obs
     }
 }
 
@@ -383,5 +454,23 @@ proptest! {
             prop_assert!(!wait.pending.is_empty(), "{} waits for nothing", step.name());
             prop_assert!(!wait.watch.is_empty());
         }
+    }
+
+    /// Every step comes from the decision of the phase the observation is in, whatever the
+    /// backup, the options or the pods.
+    #[test]
+    fn every_step_belongs_to_the_phase_it_is_in(scenario in scenario(), twist in twist(), force: bool) {
+        let mut target = target(scenario.component);
+        target.options.force = force;
+        let obs = twist.apply(scenario.build());
+        let phase = phase(&obs, &target);
+        let step = decide(&obs, &target);
+        prop_assert!(
+            steps_of(phase).contains(&step.name()),
+            "{} is not a step of {}: {}",
+            step.name(),
+            phase.name(),
+            step.description()
+        );
     }
 }

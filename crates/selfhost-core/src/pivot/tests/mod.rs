@@ -11,6 +11,7 @@ mod hold;
 mod laws;
 mod leases;
 mod outages;
+mod phase;
 mod podless;
 mod recorded;
 mod resume;
