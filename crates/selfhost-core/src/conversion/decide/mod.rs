@@ -26,28 +26,61 @@
 //! the Lease is handed over before anything else, and a component is done only when a leader
 //! holds its Lease again.
 //!
-//! The decision is in this file; what it reads, what it returns and how it judges a pod are
-//! beside it (`node_component.rs`, `step.rs`, `pod_start.rs`), and the two directions, each
-//! with its undoing, in `to_self_hosted.rs` and `to_static.rs`.
+//! # Phases
+//!
+//! Every observation is in exactly one [`ConvertPhase`] ([`phase()`]), and each phase has one
+//! decision. This file classifies the observation (`locate`, in the order above) and
+//! dispatches to the phase's decision with one `match`; leadership comes after, around
+//! whatever the phase decided (`leader.rs`).
+//!
+//! | direction | phase | what is true on the node |
+//! |---|---|---|
+//! | to self-hosted | [`NoStaticManifest`](ConvertPhase::NoStaticManifest) | no static manifest, on disk or moved aside |
+//! | | [`RetiringStaticPod`](ConvertPhase::RetiringStaticPod) | the static manifest is moved aside |
+//! | | [`CreatingDaemonSet`](ConvertPhase::CreatingDaemonSet) | no DaemonSet, or an old one being deleted |
+//! | either | [`GatingDaemonSet`](ConvertPhase::GatingDaemonSet) | the DaemonSet is not gated |
+//! | to self-hosted | [`LabellingNode`](ConvertPhase::LabellingNode) | the node is not labelled |
+//! | | [`StartingDaemonSetPod`](ConvertPhase::StartingDaemonSetPod) | the node is labelled, the static pod still runs |
+//! | | [`RestoringStatic`](ConvertPhase::RestoringStatic) | a failure: undoing |
+//! | to static | [`NoDaemonSet`](ConvertPhase::NoDaemonSet) | no DaemonSet |
+//! | | [`WritingManifest`](ConvertPhase::WritingManifest) | no static manifest on disk |
+//! | | [`StartingStaticPod`](ConvertPhase::StartingStaticPod) | the manifest is written, the node still labelled |
+//! | | [`RetiringDaemonSetPod`](ConvertPhase::RetiringDaemonSetPod) | the node is unlabelled |
+//! | | [`RestoringSelfHosted`](ConvertPhase::RestoringSelfHosted) | a failure: undoing |
+//!
+//! What a decision reads, what it returns and how it judges a pod are beside this file
+//! (`node_component.rs`, `step.rs`, `pod_start.rs`); the phases' decisions, each direction
+//! with its undoing, are in `to_self_hosted.rs` and `to_static.rs`.
 //!
 //! [`lease_hand_over`]: crate::pivot::lease_hand_over
 
+mod leader;
 mod node_component;
+mod phase;
 mod pod_start;
 mod step;
 mod to_self_hosted;
 mod to_static;
+mod wait;
 
 use serde::Serialize;
 
 use crate::observation::DaemonSetObservation;
+use leader::with_leader;
+use to_self_hosted::{
+    creating_daemonset, labelling_node, no_static_manifest, restore_static, retiring_static_pod,
+    starting_daemonset_pod,
+};
+use to_static::{
+    no_daemonset, restore_self_hosted, retiring_daemonset_pod, starting_static_pod,
+    writing_manifest,
+};
 
 pub use super::leadership::LeaseHandOver;
 pub use node_component::NodeComponent;
+pub use phase::ConvertPhase;
 pub use pod_start::stuck;
 pub use step::ConvertStep;
-use to_self_hosted::{restore_static, to_self_hosted};
-use to_static::{restore_self_hosted, to_static};
 
 /// Which way a conversion goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -70,27 +103,6 @@ pub enum Mode {
         /// What failed.
         reason: String,
     },
-}
-
-fn wait(obs: &NodeComponent, condition: &str, pending: Vec<String>) -> ConvertStep {
-    if obs.timed_out() {
-        let detail = if pending.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", pending.join("; "))
-        };
-        return ConvertStep::Fail {
-            reason: format!("{condition} did not happen in time{detail}"),
-        };
-    }
-    ConvertStep::Wait {
-        condition: condition.to_string(),
-        pending,
-    }
-}
-
-fn why_not(serving: &Result<(), String>) -> Vec<String> {
-    serving.as_ref().err().cloned().into_iter().collect()
 }
 
 /// Whether the node is where `direction` leads in everything this tool changes (files,
@@ -117,76 +129,136 @@ pub fn awaits_only_the_cluster(direction: Direction, obs: &NodeComponent) -> boo
     }
 }
 
-/// The next step of `direction` in `mode` for `obs`.
+/// The phase `obs` is in, going `direction` in `mode`: what [`next_step`] decides by.
+pub fn phase(direction: Direction, mode: &Mode, obs: &NodeComponent) -> ConvertPhase {
+    locate(direction, mode, obs).phase()
+}
+
+/// The next step of `direction` in `mode` for `obs`: the step its phase's decision gives,
+/// unless leadership comes first.
 pub fn next_step(direction: Direction, mode: &Mode, obs: &NodeComponent) -> ConvertStep {
-    let step = match (direction, mode) {
-        (Direction::ToSelfHosted, Mode::Forward) => to_self_hosted(obs),
-        (Direction::ToSelfHosted, Mode::Restore { reason }) => restore_static(obs, reason),
-        (Direction::ToStatic, Mode::Forward) => to_static(obs),
-        (Direction::ToStatic, Mode::Restore { reason }) => restore_self_hosted(obs, reason),
+    let step = match locate(direction, mode, obs) {
+        Located::CreatingDaemonSet { old } => creating_daemonset(obs, old),
+        Located::GatingDaemonSet { ds } => gating_daemonset(obs, ds),
+        Located::LabellingNode => labelling_node(obs),
+        Located::StartingDaemonSetPod => starting_daemonset_pod(obs),
+        Located::RetiringStaticPod => retiring_static_pod(obs),
+        Located::NoStaticManifest => no_static_manifest(obs),
+        Located::RestoringStatic { reason } => restore_static(obs, reason),
+        Located::NoDaemonSet => no_daemonset(obs),
+        Located::WritingManifest => writing_manifest(obs),
+        Located::StartingStaticPod => starting_static_pod(obs),
+        Located::RetiringDaemonSetPod { ds } => retiring_daemonset_pod(obs, ds),
+        Located::RestoringSelfHosted { reason } => restore_self_hosted(obs, reason),
     };
     with_leader(obs, step)
 }
 
-/// Leadership comes first: a Lease whose holder is confirmed gone is handed over before any
-/// other step but a refusal (every moment it stays held is a moment without a leader, and
-/// the DaemonSet controller and garbage collector this run relies on are the leader's), and
-/// nothing is done (or put back) while no leader holds the Lease.
-fn with_leader(obs: &NodeComponent, step: ConvertStep) -> ConvertStep {
-    if matches!(step, ConvertStep::Refuse { .. }) {
-        return step;
-    }
-    if let Some(hand_over) = &obs.lease_hand_over {
-        return ConvertStep::HandOverLease(hand_over.clone());
-    }
-    if let Some(wait) = leader_too_new_to_stop(obs, &step) {
-        return wait;
-    }
-    match (&step, &obs.leader) {
-        (ConvertStep::Done { .. } | ConvertStep::RolledBack { .. }, Err(why)) => wait(
-            obs,
-            &format!("a leader of {}", obs.component),
-            vec![why.clone()],
-        ),
-        _ => step,
+/// A [`ConvertPhase`], with what its decision reads.
+enum Located<'a> {
+    CreatingDaemonSet {
+        /// An old DaemonSet being deleted, to wait for.
+        old: Option<&'a DaemonSetObservation>,
+    },
+    GatingDaemonSet {
+        ds: &'a DaemonSetObservation,
+    },
+    LabellingNode,
+    StartingDaemonSetPod,
+    RetiringStaticPod,
+    NoStaticManifest,
+    RestoringStatic {
+        /// What failed.
+        reason: &'a str,
+    },
+    NoDaemonSet,
+    WritingManifest,
+    StartingStaticPod,
+    RetiringDaemonSetPod {
+        ds: &'a DaemonSetObservation,
+    },
+    RestoringSelfHosted {
+        /// What failed.
+        reason: &'a str,
+    },
+}
+
+impl Located<'_> {
+    fn phase(&self) -> ConvertPhase {
+        match self {
+            Located::CreatingDaemonSet { .. } => ConvertPhase::CreatingDaemonSet,
+            Located::GatingDaemonSet { .. } => ConvertPhase::GatingDaemonSet,
+            Located::LabellingNode => ConvertPhase::LabellingNode,
+            Located::StartingDaemonSetPod => ConvertPhase::StartingDaemonSetPod,
+            Located::RetiringStaticPod => ConvertPhase::RetiringStaticPod,
+            Located::NoStaticManifest => ConvertPhase::NoStaticManifest,
+            Located::RestoringStatic { .. } => ConvertPhase::RestoringStatic,
+            Located::NoDaemonSet => ConvertPhase::NoDaemonSet,
+            Located::WritingManifest => ConvertPhase::WritingManifest,
+            Located::StartingStaticPod => ConvertPhase::StartingStaticPod,
+            Located::RetiringDaemonSetPod { .. } => ConvertPhase::RetiringDaemonSetPod,
+            Located::RestoringSelfHosted { .. } => ConvertPhase::RestoringSelfHosted,
+        }
     }
 }
 
-/// A step that stops a process of the component on the node waits while the leader there
-/// acquired its Lease within the current second. The kubelet reports container start times
-/// in whole seconds, so a process started in that same second could not be told from the
-/// holder, and the Lease of a holder that is not proven gone is never handed over: stopping
-/// it now would leave the Lease to expire (a whole lease duration without a leader). From the
-/// next second on, any process that starts is provably newer.
-fn leader_too_new_to_stop(obs: &NodeComponent, step: &ConvertStep) -> Option<ConvertStep> {
-    let stops_a_process = matches!(
-        step,
-        ConvertStep::AddPortSharing
-            | ConvertStep::MoveManifestAside
-            | ConvertStep::RestoreManifest
-            | ConvertStep::RemoveManifest
-            | ConvertStep::UnlabelNode { .. }
-    );
-    let acquired = obs.leader_here_acquired?;
-    if !stops_a_process || acquired.as_second() != obs.now.as_second() {
-        return None;
+/// Where the node stands, going `direction` in `mode`.
+fn locate<'a>(direction: Direction, mode: &'a Mode, obs: &'a NodeComponent) -> Located<'a> {
+    match (direction, mode) {
+        (Direction::ToSelfHosted, Mode::Forward) => towards_self_hosted(obs),
+        (Direction::ToSelfHosted, Mode::Restore { reason }) => Located::RestoringStatic { reason },
+        (Direction::ToStatic, Mode::Forward) => towards_static(obs),
+        (Direction::ToStatic, Mode::Restore { reason }) => Located::RestoringSelfHosted { reason },
     }
-    Some(wait(
-        obs,
-        &format!(
-            "the {} leader on {} to hold its Lease into the next second before it is stopped",
-            obs.component, obs.node
-        ),
-        vec![format!(
-            "it acquired the Lease at {acquired}: a process started within that second could not \
-             be told from it by whole-second start times, and its Lease would be left to expire"
-        )],
-    ))
+}
+
+/// Towards self-hosted: first whether the static manifest is still on disk, then how far the
+/// DaemonSet has come.
+fn towards_self_hosted(obs: &NodeComponent) -> Located<'_> {
+    if !obs.manifest_on_disk {
+        // Handed over already, by this run or an earlier one — or nothing to convert.
+        return if obs.manifest_in_backup {
+            Located::RetiringStaticPod
+        } else {
+            Located::NoStaticManifest
+        };
+    }
+    let Some(ds) = &obs.daemonset else {
+        return Located::CreatingDaemonSet { old: None };
+    };
+    if ds.deleting_since.is_some() {
+        return Located::CreatingDaemonSet { old: Some(ds) };
+    }
+    if !obs.daemonset_gated {
+        return Located::GatingDaemonSet { ds };
+    }
+    if !obs.node_gated() {
+        return Located::LabellingNode;
+    }
+    Located::StartingDaemonSetPod
+}
+
+/// Towards static: first whether the DaemonSet exists, then how far the static pod has come.
+fn towards_static(obs: &NodeComponent) -> Located<'_> {
+    let Some(ds) = &obs.daemonset else {
+        return Located::NoDaemonSet;
+    };
+    if !obs.daemonset_gated {
+        return Located::GatingDaemonSet { ds };
+    }
+    if !obs.manifest_on_disk {
+        return Located::WritingManifest;
+    }
+    if obs.node_gated() {
+        Located::StartingStaticPod
+    } else {
+        Located::RetiringDaemonSetPod { ds }
+    }
 }
 
 /// Gates a DaemonSet that is not: every node that runs one of its pods is labelled first, so
 /// that gating the template keeps those pods where they are.
-fn gate(obs: &NodeComponent, ds: &DaemonSetObservation) -> ConvertStep {
+fn gating_daemonset(obs: &NodeComponent, ds: &DaemonSetObservation) -> ConvertStep {
     let unlabelled = ds
         .nodes()
         .into_iter()

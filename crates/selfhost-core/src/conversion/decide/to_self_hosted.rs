@@ -1,74 +1,49 @@
-//! The decisions towards self-hosted, and their undoing after a failure (the static pod back):
+//! The phases towards self-hosted, and their undoing after a failure (the static pod back):
 //! the hand-over from the static pod to the DaemonSet pod on one node.
 
+use super::node_component::NodeComponent;
 use super::pod_start::{has_run, stuck};
-use super::{ConvertStep, NodeComponent, gate, wait, why_not};
+use super::step::ConvertStep;
+use super::wait::{wait, why_not};
+use crate::observation::{DaemonSetObservation, PodObservation};
 
-/// The next step towards self-hosted.
-pub(super) fn to_self_hosted(obs: &NodeComponent) -> ConvertStep {
-    let node = &obs.node;
-    let c = obs.component;
-    let pod_here = obs
-        .daemonset_pods_here()
+/// The DaemonSet's pod on the node that is not going away, if there is one.
+fn pod_here(obs: &NodeComponent) -> Option<&PodObservation> {
+    obs.daemonset_pods_here()
         .into_iter()
-        .find(|p| !p.is_terminating());
-    if !obs.manifest_on_disk {
-        // Handed over already, by this run or an earlier one.
-        if obs.daemonset_pod_serving.is_ok() && obs.mirror.is_none() {
-            let summary = if obs.manifest_in_backup {
-                format!("{node} runs {c} from the DaemonSet")
-            } else {
-                format!("{node} already runs {c} from the DaemonSet; skipped")
-            };
-            return ConvertStep::Done { summary };
-        }
-        if !obs.manifest_in_backup {
-            return ConvertStep::Refuse {
-                reason: format!(
-                    "{node} has no static manifest of {c} and no serving {c} DaemonSet pod"
-                ),
-                fix: "check --manifests-dir and --node".to_string(),
-            };
-        }
-        if obs.daemonset.is_none() || !obs.node_gated() {
-            return ConvertStep::Fail {
-                reason: format!(
-                    "the static manifest of {c} was moved aside, but the DaemonSet or the label \
-                     of {node} is gone"
-                ),
-            };
-        }
-        if let Some(reason) = pod_here.and_then(stuck) {
-            return ConvertStep::Fail { reason };
-        }
-        let mut pending = Vec::new();
-        if let Some(mirror) = &obs.mirror {
-            pending.push(format!("mirror pod {} to disappear", mirror.name));
-        }
-        pending.extend(why_not(&obs.daemonset_pod_serving));
-        return wait(
-            obs,
-            &format!("the {c} DaemonSet pod on {node} to serve alone"),
-            pending,
-        );
-    }
-    let Some(ds) = &obs.daemonset else {
-        return ConvertStep::CreateDaemonSet;
-    };
-    if ds.deleting_since.is_some() {
-        return wait(
+        .find(|p| !p.is_terminating())
+}
+
+/// The static manifest is on disk and no DaemonSet is there to take over: create it, once an
+/// `old` one being deleted is gone.
+pub(super) fn creating_daemonset(
+    obs: &NodeComponent,
+    old: Option<&DaemonSetObservation>,
+) -> ConvertStep {
+    match old {
+        None => ConvertStep::CreateDaemonSet,
+        Some(ds) => wait(
             obs,
             &format!("the old DaemonSet {} to be deleted", ds.name),
             vec![],
-        );
+        ),
     }
-    if !obs.daemonset_gated {
-        return gate(obs, ds);
+}
+
+/// The gated DaemonSet exists, and the node does not carry its gate label yet.
+pub(super) fn labelling_node(obs: &NodeComponent) -> ConvertStep {
+    ConvertStep::LabelNode {
+        node: obs.node.clone(),
     }
-    if !obs.node_gated() {
-        return ConvertStep::LabelNode { node: node.clone() };
-    }
-    let Some(pod) = pod_here else {
+}
+
+/// The node is labelled: the DaemonSet pod starts beside the static pod, and once it serves,
+/// the static manifest moves aside. A static pod without port sharing is restarted with it
+/// first, once the DaemonSet pod has shown its image is on the node.
+pub(super) fn starting_daemonset_pod(obs: &NodeComponent) -> ConvertStep {
+    let node = &obs.node;
+    let c = obs.component;
+    let Some(pod) = pod_here(obs) else {
         return wait(
             obs,
             &format!("the {c} DaemonSet pod on {node} to be created"),
@@ -102,6 +77,55 @@ pub(super) fn to_self_hosted(obs: &NodeComponent) -> ConvertStep {
             &format!("the {c} DaemonSet pod on {node} to have its image and start once"),
             vec![format!("{node}: pod {} has not started yet", pod.name)],
         )
+    }
+}
+
+/// The static manifest is moved aside: the mirror pod goes, and the DaemonSet pod serves
+/// alone; done.
+pub(super) fn retiring_static_pod(obs: &NodeComponent) -> ConvertStep {
+    let node = &obs.node;
+    let c = obs.component;
+    if obs.daemonset_pod_serving.is_ok() && obs.mirror.is_none() {
+        return ConvertStep::Done {
+            summary: format!("{node} runs {c} from the DaemonSet"),
+        };
+    }
+    if obs.daemonset.is_none() || !obs.node_gated() {
+        return ConvertStep::Fail {
+            reason: format!(
+                "the static manifest of {c} was moved aside, but the DaemonSet or the label \
+                 of {node} is gone"
+            ),
+        };
+    }
+    if let Some(reason) = pod_here(obs).and_then(stuck) {
+        return ConvertStep::Fail { reason };
+    }
+    let mut pending = Vec::new();
+    if let Some(mirror) = &obs.mirror {
+        pending.push(format!("mirror pod {} to disappear", mirror.name));
+    }
+    pending.extend(why_not(&obs.daemonset_pod_serving));
+    wait(
+        obs,
+        &format!("the {c} DaemonSet pod on {node} to serve alone"),
+        pending,
+    )
+}
+
+/// No static manifest, on disk or moved aside: the node is self-hosted already if the
+/// DaemonSet pod serves alone there; otherwise there is nothing to convert.
+pub(super) fn no_static_manifest(obs: &NodeComponent) -> ConvertStep {
+    let node = &obs.node;
+    let c = obs.component;
+    if obs.daemonset_pod_serving.is_ok() && obs.mirror.is_none() {
+        return ConvertStep::Done {
+            summary: format!("{node} already runs {c} from the DaemonSet; skipped"),
+        };
+    }
+    ConvertStep::Refuse {
+        reason: format!("{node} has no static manifest of {c} and no serving {c} DaemonSet pod"),
+        fix: "check --manifests-dir and --node".to_string(),
     }
 }
 

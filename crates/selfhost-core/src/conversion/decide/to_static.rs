@@ -1,59 +1,79 @@
-//! The decisions towards static pods, and their undoing after a failure (the DaemonSet pod
+//! The phases towards static pods, and their undoing after a failure (the DaemonSet pod
 //! back): the hand-over from the DaemonSet pod to a static pod on one node.
 
+use super::node_component::NodeComponent;
 use super::pod_start::stuck;
-use super::{ConvertStep, NodeComponent, gate, wait, why_not};
+use super::step::ConvertStep;
+use super::wait::{wait, why_not};
+use crate::observation::DaemonSetObservation;
 
-/// The next step towards a static pod.
-pub(super) fn to_static(obs: &NodeComponent) -> ConvertStep {
+/// No DaemonSet: the node is static once its static pod serves; with no manifest either,
+/// there is nothing to convert.
+pub(super) fn no_daemonset(obs: &NodeComponent) -> ConvertStep {
     let node = &obs.node;
     let c = obs.component;
-    let Some(ds) = &obs.daemonset else {
-        if !obs.manifest_on_disk {
-            return ConvertStep::Refuse {
-                reason: format!("{node} has neither a static manifest of {c} nor its DaemonSet"),
-                fix: "check --manifests-dir and --node".to_string(),
-            };
-        }
-        return match &obs.mirror_serving {
-            Ok(()) => ConvertStep::Done {
-                summary: format!("{node} runs {c} as a static pod"),
-            },
-            Err(why) => wait(
-                obs,
-                &format!("the static {c} pod on {node} to serve"),
-                vec![why.clone()],
-            ),
-        };
-    };
-    let pods_here = obs.daemonset_pods_here();
-    if !obs.daemonset_gated {
-        return gate(obs, ds);
-    }
     if !obs.manifest_on_disk {
-        if !obs.node_gated() && pods_here.is_empty() {
-            return ConvertStep::Refuse {
-                reason: format!(
-                    "{node} runs no {c} pod of the DaemonSet and has no static manifest"
-                ),
-                fix: "run the conversion on a node that runs the control plane".to_string(),
-            };
-        }
-        return ConvertStep::WriteManifest;
+        return ConvertStep::Refuse {
+            reason: format!("{node} has neither a static manifest of {c} nor its DaemonSet"),
+            fix: "check --manifests-dir and --node".to_string(),
+        };
     }
+    match &obs.mirror_serving {
+        Ok(()) => ConvertStep::Done {
+            summary: format!("{node} runs {c} as a static pod"),
+        },
+        Err(why) => wait(
+            obs,
+            &format!("the static {c} pod on {node} to serve"),
+            vec![why.clone()],
+        ),
+    }
+}
+
+/// The gated DaemonSet runs and no static manifest is on disk: write it, unless the node
+/// runs neither.
+pub(super) fn writing_manifest(obs: &NodeComponent) -> ConvertStep {
+    let node = &obs.node;
+    let c = obs.component;
+    if !obs.node_gated() && obs.daemonset_pods_here().is_empty() {
+        return ConvertStep::Refuse {
+            reason: format!("{node} runs no {c} pod of the DaemonSet and has no static manifest"),
+            fix: "run the conversion on a node that runs the control plane".to_string(),
+        };
+    }
+    ConvertStep::WriteManifest
+}
+
+/// The static manifest is written and the node still labelled: the static pod starts beside
+/// the DaemonSet pod, and once it serves, the label is removed.
+pub(super) fn starting_static_pod(obs: &NodeComponent) -> ConvertStep {
+    let node = &obs.node;
+    let c = obs.component;
     if let Some(reason) = obs.mirror.as_ref().and_then(stuck) {
         return ConvertStep::Fail { reason };
     }
-    if obs.node_gated() {
-        if let Err(why) = &obs.mirror_serving {
-            return wait(
-                obs,
-                &format!("the static {c} pod on {node} to serve beside the DaemonSet pod"),
-                vec![why.clone()],
-            );
-        }
-        return ConvertStep::UnlabelNode { node: node.clone() };
+    if let Err(why) = &obs.mirror_serving {
+        return wait(
+            obs,
+            &format!("the static {c} pod on {node} to serve beside the DaemonSet pod"),
+            vec![why.clone()],
+        );
     }
+    ConvertStep::UnlabelNode { node: node.clone() }
+}
+
+/// The node's label is removed: the DaemonSet controller retires its pod there, and the
+/// DaemonSet is deleted once no node runs it; done once the static pod serves.
+pub(super) fn retiring_daemonset_pod(
+    obs: &NodeComponent,
+    ds: &DaemonSetObservation,
+) -> ConvertStep {
+    let node = &obs.node;
+    let c = obs.component;
+    if let Some(reason) = obs.mirror.as_ref().and_then(stuck) {
+        return ConvertStep::Fail { reason };
+    }
+    let pods_here = obs.daemonset_pods_here();
     if !pods_here.is_empty() {
         return wait(
             obs,
