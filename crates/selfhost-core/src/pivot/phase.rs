@@ -3,7 +3,7 @@
 //! [`super::phase()`] derives the phase and [`super::next_step`] decides by it; both read the
 //! observation the same way (`decide.rs`).
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// Where one component's pivot stands, and so which decision its next step comes from.
 ///
@@ -14,8 +14,7 @@ use serde::Serialize;
 /// [`DeletingBackup`](Phase::DeletingBackup) → [`Verifying`](Phase::Verifying); a failed rollout
 /// goes through [`RollingBack`](Phase::RollingBack) and
 /// [`FinishingRollback`](Phase::FinishingRollback) instead of verifying.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Phase {
     /// The real DaemonSet does not exist: the component is not self-hosted, or only its
     /// backup is left. Refused.
@@ -113,5 +112,12 @@ impl Phase {
             Phase::RollingOut => "rolling out the target",
             Phase::BackingUp => "waiting for the backup to serve",
         }
+    }
+}
+
+/// Serialised as its [`name`](Phase::name).
+impl Serialize for Phase {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
     }
 }

@@ -1,6 +1,6 @@
 //! The phases of one component's conversion on one node, read from one observation.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// Where one component's conversion stands on one node, and so which decision its next step
 /// comes from ([`super::next_step`], classified by [`super::phase()`]).
@@ -16,8 +16,7 @@ use serde::Serialize;
 /// [`RetiringDaemonSetPod`](ConvertPhase::RetiringDaemonSetPod). A failure puts the node back
 /// ([`RestoringStatic`](ConvertPhase::RestoringStatic),
 /// [`RestoringSelfHosted`](ConvertPhase::RestoringSelfHosted)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConvertPhase {
     /// To self-hosted: the static manifest is on disk and no DaemonSet is there to take over
     /// (or an old one is being deleted): it is created.
@@ -108,5 +107,12 @@ impl ConvertPhase {
             ConvertPhase::RetiringDaemonSetPod => "retiring the DaemonSet pod",
             ConvertPhase::RestoringSelfHosted => "putting the DaemonSet pod back",
         }
+    }
+}
+
+/// Serialised as its [`name`](ConvertPhase::name).
+impl Serialize for ConvertPhase {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
     }
 }

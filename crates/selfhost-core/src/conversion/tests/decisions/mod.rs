@@ -4,6 +4,7 @@
 
 mod awaits_only_the_cluster;
 mod leadership;
+mod phase;
 mod to_self_hosted;
 mod to_static;
 
