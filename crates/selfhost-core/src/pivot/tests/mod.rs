@@ -5,6 +5,7 @@ mod attribution;
 mod backing_up;
 pub(crate) mod builder;
 mod builder_backup;
+mod builder_rollout;
 mod drain;
 mod finishing;
 mod hold;
