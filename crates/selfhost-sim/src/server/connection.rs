@@ -237,9 +237,9 @@ async fn handle(
     let from_prober = req
         .headers()
         .get(http::header::USER_AGENT)
-        .is_some_and(|v| v.as_bytes() == crate::cluster::PROBER_USER_AGENT.as_bytes());
+        .is_some_and(|v| v.as_bytes() == super::PROBER_USER_AGENT.as_bytes());
     if from_prober {
-        let probe = req.headers().get(crate::cluster::PROBE_HEADER);
+        let probe = req.headers().get(super::PROBE_HEADER);
         tracing::debug!(target: WIRE, conn, process = process.map(|p| p.label()), %method, %path, ?probe, "prober request");
     }
     if let Some(p) = process {

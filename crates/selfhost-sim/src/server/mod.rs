@@ -12,6 +12,14 @@ mod connection;
 mod routing;
 
 pub use caught::{Catcher, ConnectionLog};
+
+/// The `User-Agent` of the simulator's probers (`SimCluster::prober`): the server counts and
+/// logs their requests apart from everyone else's.
+pub const PROBER_USER_AGENT: &str = "selfhost-sim-prober";
+
+/// A header naming each probe attempt (`read-<n>`, `write-<n>`, counted from 0 in each
+/// series, the index of its sample), so that the server's log can tell attempts apart.
+pub const PROBE_HEADER: &str = "x-selfhost-probe";
 pub use routing::{ConnectionRouter, ProcessOrigin, ProcessTimes, Route, ServingProcess, Verdict};
 
 use std::io;

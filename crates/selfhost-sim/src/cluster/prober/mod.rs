@@ -42,12 +42,7 @@ pub use caught::CaughtBy;
 use caught::{LastConnection, caught_by};
 use wire::{closed_before_answer, is_replayable, status_error, with_causes};
 
-/// The `User-Agent` of the probers [`SimCluster::prober`](super::SimCluster::prober) starts.
-pub const PROBER_USER_AGENT: &str = "selfhost-sim-prober";
-
-/// A header naming each attempt (`read-<n>`, `write-<n>`, counted from 0 in each series, the
-/// index of its sample), so that a server's log can tell attempts apart.
-pub const PROBE_HEADER: &str = "x-selfhost-probe";
+pub use crate::server::{PROBE_HEADER, PROBER_USER_AGENT};
 
 /// What and how often to probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
