@@ -1,7 +1,7 @@
 //! The three control-plane components and every name derived from them.
 //!
-//! The names are kubeadm's (see research/kubeadm-selfhosting.md §1.1), so that clusters
-//! converted or upgraded by kubeadm and habits built on it carry over unchanged.
+//! The names are kubeadm's, so that clusters converted or upgraded by kubeadm and habits built
+//! on it carry over unchanged.
 
 use std::fmt;
 use std::str::FromStr;

@@ -4,7 +4,8 @@
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
-use super::{ConversionError, NODE_GATE_VALUE, node_gate_label};
+use super::error::ConversionError;
+use super::gate::{NODE_GATE_VALUE, node_gate_label};
 use crate::command_line;
 use crate::component::Component;
 use crate::control_plane::PERMIT_PORT_SHARING;

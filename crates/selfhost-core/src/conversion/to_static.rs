@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{HostPathVolumeSource, Pod, PodSpec, PodTemplateSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::{ConversionError, NODE_GATE_PREFIX};
+use super::error::ConversionError;
+use super::gate::NODE_GATE_PREFIX;
 use crate::command_line;
 use crate::component::{APP_LABEL, Component, NAMESPACE};
 use crate::control_plane::{K8S_CERTS_VOLUME, KUBECONFIG_VOLUME, KUBERNETES_DIR};

@@ -5,11 +5,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 
+use super::cluster::{NodeObservation, NodeReadiness};
+use super::daemonsets::{BackupObservation, DaemonSetCounters, DaemonSetObservation};
+use super::leases::{IdentitySighting, LeaderLease};
 use super::pods::{ContainerObservation, ContainerState, PodObservation};
-use super::{
-    BackupObservation, DaemonSetCounters, DaemonSetObservation, IdentitySighting, LeaderLease,
-    NodeObservation, NodeReadiness,
-};
 use crate::backup::read_backup;
 use crate::component::Component;
 

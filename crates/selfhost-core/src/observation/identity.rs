@@ -7,7 +7,9 @@
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{HostPlacement, IDENTITY_FRESHNESS, IdentitySighting, Observation, time};
+use super::cluster::{HostPlacement, Observation};
+use super::leases::{IDENTITY_FRESHNESS, IdentitySighting};
+use super::time;
 use crate::component::Component;
 
 /// Whether the cluster's kube-apiservers publish identity Leases.

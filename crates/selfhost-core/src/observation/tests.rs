@@ -1,12 +1,15 @@
 //! Reading API objects into observations.
 
+use std::time::Duration;
+
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use super::*;
-use crate::backup::derive_backup;
+use crate::backup::{BackupOrigin, derive_backup};
 use crate::version::KubeVersion;
 
 fn at(text: &str) -> Timestamp {

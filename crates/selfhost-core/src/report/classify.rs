@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::TemplateKind;
+use super::model::TemplateKind;
 use crate::Component;
 use crate::component::{APP_LABEL, BACKUP_LABEL};
 

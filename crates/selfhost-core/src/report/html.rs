@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{Availability, Lane, Marker, ProbeKind, Table, UpgradeReport};
+use super::model::{Availability, Lane, Marker, ProbeKind, Table, UpgradeReport};
 use crate::Component;
 
 /// Width of the lane labels on the left of the timeline.

@@ -1,6 +1,6 @@
 //! How long each of the engine's steps took, from the markers.
 
-use super::Marker;
+use super::model::Marker;
 use crate::Component;
 
 /// The time spent in one step of one component.

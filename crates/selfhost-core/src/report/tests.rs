@@ -1,4 +1,5 @@
 use super::*;
+use crate::Component;
 use crate::Component::{ApiServer, ControllerManager, Scheduler};
 
 fn state(phase: &str, ready: bool, terminating: bool) -> Option<PodState> {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Lane, PodBar, PodChange, PodState, Segment, TemplateKind};
+use super::model::{Lane, PodBar, PodChange, PodState, Segment, TemplateKind};
 use crate::Component;
 
 /// A pod being followed: where it runs and its states so far (the last one still open).

@@ -1,6 +1,6 @@
 //! Pieces of the policy's messages.
 
-use super::Severity;
+use super::findings::Severity;
 use crate::version::MinorVersion;
 use std::borrow::Cow;
 use std::fmt;

@@ -1,11 +1,11 @@
 //! The rules of the policy, one function each, in [`SkewRule::ALL`] order.
 
-use super::message::{self, NameList, Tail, steps};
-use super::{
-    ApiServerVersion, Finding, KubeletVersion, MAX_APISERVER_MINOR_SKEW, MAX_KUBELET_MINORS_BEHIND,
-    MAX_MINOR_DOWNGRADE, MAX_MINOR_UPGRADE, Severity, SkewInput, SkewReport, SkewRule,
-    VersionChange,
+use super::findings::{Finding, Severity, SkewReport, SkewRule, VersionChange};
+use super::input::{
+    ApiServerVersion, KubeletVersion, MAX_APISERVER_MINOR_SKEW, MAX_KUBELET_MINORS_BEHIND,
+    MAX_MINOR_DOWNGRADE, MAX_MINOR_UPGRADE, SkewInput,
 };
+use super::message::{self, NameList, Tail, steps};
 use crate::version::{KubeVersion, MinorVersion, PreReleaseKind};
 
 /// Applies the policy to an upgrade.

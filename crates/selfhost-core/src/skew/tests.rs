@@ -1,4 +1,5 @@
 use super::*;
+use crate::version::{KubeVersion, MinorVersion};
 use Severity::{Mandatory, Skippable};
 use SkewRule::*;
 
