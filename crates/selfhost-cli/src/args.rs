@@ -1,6 +1,7 @@
 //! Command-line arguments, with kubectl's conventions for the cluster connection.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -56,7 +57,7 @@ pub enum Command {
     /// Print the control-plane manifests selfhost would run for a version, as YAML.
     Manifests(ManifestsArgs),
     /// Convert this node's control plane: kubeadm static pods ↔ self-hosted DaemonSets.
-    Convert(crate::commands::convert::ConvertArgs),
+    Convert(ConvertArgs),
     /// Run a simulated cluster in the foreground and write a kubeconfig for it.
     #[command(disable_version_flag = true)]
     Sim(SimArgs),
@@ -175,10 +176,10 @@ pub struct ApplyArgs {
     /// change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Per-component deadline for the rollout (e.g. 5m); past it, the component rolls back,
-    /// and the rollback has twice as long from its own start.
-    #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
+    /// Per-component deadline for the rollout (e.g. 5m, at least 10s); past it, the
+    /// component rolls back, and the rollback has twice as long from its own start.
+    #[arg(long, value_name = "DURATION", value_parser = deadline)]
+    pub timeout: Option<Duration>,
     /// On failure leave the backup serving instead of rolling back, and exit 4.
     #[arg(long)]
     pub no_rollback: bool,
@@ -188,6 +189,64 @@ pub struct ApplyArgs {
     /// What the upgrade may do.
     #[command(flatten)]
     pub flags: UpgradeFlags,
+}
+
+/// Where kubeadm's kubelet reads static pods from.
+const DEFAULT_MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
+/// Arguments of `selfhost convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Which way.
+    #[command(subcommand)]
+    pub direction: ConvertDirection,
+}
+
+/// The two conversions.
+#[derive(Debug, Subcommand)]
+pub enum ConvertDirection {
+    /// Hand this node's kubeadm static pods over to self-hosted DaemonSets.
+    ToSelfHosted(ToSelfHostedArgs),
+    /// Hand this node's self-hosted DaemonSet pods back to static pods.
+    ToStatic(NodeArgs),
+}
+
+/// Arguments of `convert to-self-hosted`.
+#[derive(Debug, Args)]
+pub struct ToSelfHostedArgs {
+    /// The node and how to run.
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// Upload the certificates and kubeconfigs (etcd client certificates included) as
+    /// Secrets and mount them from there instead of from the host.
+    #[arg(long)]
+    pub certs_in_secrets: bool,
+}
+
+/// What both conversions take.
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// The kubelet's static pod directory on this node.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_MANIFESTS_DIR)]
+    pub manifests_dir: PathBuf,
+    /// This node's name in the cluster (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// A kubeadm configuration file to check what runs against (else the cluster's
+    /// kube-system/kubeadm-config). What runs is converted as it is; the plan lists where the
+    /// configuration disagrees. Its nodeRegistration.name is the default of --node.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Show the plan, send every API write as a server-side dry run, describe the waits and
+    /// file moves, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation (required when not run interactively).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// How long each component may take to hand over (e.g. 5m, at least 10s); past it, the
+    /// node is put back.
+    #[arg(long, value_name = "DURATION", value_parser = deadline)]
+    pub timeout: Option<Duration>,
 }
 
 /// Arguments of `selfhost sim`.
@@ -225,4 +284,23 @@ pub struct SimArgs {
     /// of as real processes perform them.
     #[arg(long)]
     pub idealised: bool,
+}
+
+/// The shortest per-component deadline a command accepts: no component hands over faster.
+pub const MIN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Parses a per-component deadline (`--timeout`): a duration such as `5m` or `90s`, of at
+/// least [`MIN_DEADLINE`]. The same rule for every command.
+pub fn deadline(text: &str) -> Result<Duration, String> {
+    let deadline = humantime::parse_duration(text).map_err(|e| {
+        format!("invalid --timeout {text:?}: {e}; write a duration such as 5m or 90s")
+    })?;
+    if deadline < MIN_DEADLINE {
+        return Err(format!(
+            "--timeout {} is too short for a component to hand over; give at least {}",
+            humantime::format_duration(deadline),
+            humantime::format_duration(MIN_DEADLINE)
+        ));
+    }
+    Ok(deadline)
 }

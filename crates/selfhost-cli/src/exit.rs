@@ -1,4 +1,4 @@
-//! Exit codes (DESIGN.md §2) and the errors that carry them.
+//! Exit codes (docs/design.md, "Exit codes") and the errors that carry them.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -27,6 +27,17 @@ impl Outcome {
             Outcome::BadInput => 2,
             Outcome::Refused => 3,
             Outcome::NotRestored => 4,
+        }
+    }
+
+    /// Its name in a `-o json` result line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::RolledBack => "rolled-back",
+            Outcome::BadInput => "bad-input",
+            Outcome::Refused => "refused",
+            Outcome::NotRestored => "not-restored",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `selfhost`: upgrade a self-hosted Kubernetes control plane with no API downtime.
 //!
 //! Results go to stdout, logs and progress to stderr (kubectl's convention), and the exit code
-//! says how the command ended (see `exit.rs` and DESIGN.md §2).
+//! says how the command ended (see `exit.rs` and docs/design.md).
 
 mod args;
 mod commands;

@@ -59,7 +59,7 @@ fn lower_bound(timings: &SimTimings, nodes: u32) -> Duration {
 }
 
 /// The same bound for the pivot as it runs: on two nodes or more the kube-apiserver's backup is
-/// a record only (docs/reliability.md, finding M), so its backup pods neither start nor stop.
+/// a record only (docs/design.md, "The pivot"), so its backup pods neither start nor stop.
 /// Printed beside [`lower_bound`], which stays the bound of the backup pivot the issue names.
 fn lower_bound_as_run(timings: &SimTimings, nodes: u32) -> Duration {
     let k = &timings.kubelet;

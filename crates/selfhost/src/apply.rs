@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 use crate::events::Events;
 use crate::measure::ComponentDisruption;
 use crate::observe::Observer;
+use crate::outcome::ComponentOutcome;
 use crate::target::Targets;
-use crate::upgrade::{ComponentOutcome, ExecuteError, ExecuteOptions, run_component};
+use crate::upgrade::{ExecuteError, ExecuteOptions, run_component};
 
 /// How a whole run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,7 +173,7 @@ pub async fn apply(
                 component,
                 reason,
                 state,
-                resume,
+                resume: resume.unwrap_or_else(|| resume_command.to_string()),
             }),
             ComponentOutcome::Interrupted { .. } => Some(RunOutcome::Interrupted {
                 component,

@@ -321,8 +321,8 @@ pub async fn connect_with(
 /// processes share the port during a hand-over, a kept-alive connection stays with the one
 /// process it first reached: one that accepts but never finishes starting answers every
 /// request on it with 500, and the pool hands that idle connection back to the next request
-/// and to each retry. In the campaign (finding C) a write then failed twelve times in a row,
-/// and the watches could not relist, while four processes of five served. A new connection per
+/// and to each retry: a write can then fail again and again, and the watches cannot relist,
+/// while every other process serves. A new connection per
 /// call lets the balancer and the node's kernel choose again, as kubectl does once per
 /// command. The engine makes few unary calls (its reads come from watches, which are
 /// long-lived), so the extra handshakes cost little.

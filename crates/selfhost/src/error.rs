@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::access::{Permission, RBAC_MANIFEST, UPGRADER};
+use crate::permission::{Permission, RBAC_MANIFEST, UPGRADER};
 
 /// What kind of failure an API call met, as far as the engine's decisions go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

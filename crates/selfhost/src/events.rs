@@ -6,6 +6,8 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::outcome::ComponentOutcome;
+
 /// One thing that happened during a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
@@ -96,6 +98,21 @@ impl Events {
     /// Seconds since the run started.
     pub fn elapsed(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
+    }
+
+    /// Reports that the work on `component`, begun at `started`, ended with `outcome`.
+    pub fn component_finished(
+        &self,
+        component: Component,
+        outcome: &ComponentOutcome,
+        started: Instant,
+    ) {
+        self.emit(Event::ComponentFinished {
+            component,
+            outcome: outcome.name().to_string(),
+            message: outcome.message(),
+            elapsed_seconds: started.elapsed().as_secs_f64(),
+        });
     }
 
     /// Sends one event. A reader that went away is not the engine's problem.

@@ -232,7 +232,7 @@ pub async fn perform(
 /// A 409 because someone changed only the DaemonSet's metadata since our view (a GitOps
 /// controller or an operator annotating it every few hundred milliseconds) is not a reason to
 /// decide again: while the view lags behind such a writer, every decision would meet the next
-/// 409 (campaign finding C: a rollback superseded for ten seconds). The writer's metadata is
+/// 409 (a rollback superseded for as long as the writer keeps writing). The writer's metadata is
 /// kept. Bounded: a writer faster than a read and a write gets the executor's own handling of
 /// a superseded action.
 /// Deletes one pod (`params`: its preconditions, grace period and dry run).

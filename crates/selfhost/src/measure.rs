@@ -1,4 +1,4 @@
-//! What a run cost, as the engine itself saw it (issue 7 item 5): the plan states the expected
+//! What a run cost, as the engine itself saw it: the plan states the expected
 //! disruption per component; this records what happened, from the engine's own observations,
 //! so that `apply` can report the two side by side.
 //!

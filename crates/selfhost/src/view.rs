@@ -32,9 +32,9 @@ const CONTROL_PLANE_NODE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 
 /// How long each watch request lasts before it is renewed (`timeoutSeconds`). kube-runtime
 /// also gives up on a watch that delivered nothing for this long plus 5 s: the default 290 s
-/// left the engine blind for five minutes when its watch connection reached an apiserver
-/// process that never answered (campaign finding C: a rollback "carried out 5 times" that
-/// the view never showed). Renewing five watches every 10 s costs half a request a second.
+/// leaves the engine blind for five minutes when its watch connection reaches an apiserver
+/// process that never answers (a rollback then looks carried out again and again while the
+/// view never shows it). Renewing five watches every 10 s costs half a request a second.
 const WATCH_TIMEOUT_SECS: u32 = 10;
 
 /// The watch configuration every watch of the view starts from.

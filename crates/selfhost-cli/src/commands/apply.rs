@@ -1,25 +1,20 @@
 //! `selfhost apply <VERSION>`: plan, confirm, then the pivot of every component, with
 //! progress on stderr (or JSON events on stdout with `-o json`) and the exit codes of
-//! DESIGN.md §2. Ctrl-C (SIGINT) or SIGTERM stops at the next safe point and prints the
+//! docs/design.md. Ctrl-C (SIGINT) or SIGTERM stops at the next safe point and prints the
 //! command that resumes.
-
-use std::time::Duration;
 
 use anyhow::anyhow;
 use selfhost::apply::{ApplyOptions, RunOutcome, apply};
-use selfhost::events::{Event, Events, Stamped};
 use selfhost::plan::make_plan;
 use selfhost::retry::RetryPolicy;
 use selfhost::upgrade::ExecuteOptions;
 use selfhost_core::pivot::PivotOptions;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use crate::args::{ApplyArgs, GlobalArgs, OutputFormat};
 use crate::exit::{CliError, Outcome};
-use crate::progress::Progress;
 use crate::ui;
 
+use super::running::{Running, Show};
 use super::trace::RunTrace;
 
 /// The command that continues this run, for messages.
@@ -50,52 +45,6 @@ fn resume_command(args: &ApplyArgs) -> String {
     command
 }
 
-fn render(event: &Stamped) -> Option<String> {
-    let at = format!("[{:>6.1}s]", event.at);
-    Some(match &event.event {
-        Event::ComponentStarted { component } => format!("{at} {component}: upgrading"),
-        // The end of a component is told by its component-finished line.
-        Event::Step { step, .. } if step == "done" => return None,
-        Event::Step {
-            component,
-            step,
-            description,
-        } => format!("{at} {component}: {step}: {description}"),
-        Event::Waiting {
-            component, pending, ..
-        } if !pending.is_empty() => {
-            let shown: Vec<_> = pending.iter().take(3).cloned().collect();
-            let more = pending.len().saturating_sub(3);
-            let more = if more > 0 {
-                format!(" (+{more} more)")
-            } else {
-                String::new()
-            };
-            format!("{at} {component}:   waiting for {}{more}", shown.join("; "))
-        }
-        Event::Waiting { .. } => return None,
-        Event::Action {
-            component,
-            detail,
-            dry_run,
-            ..
-        } => {
-            format!(
-                "{at} {component}:   {}{detail}",
-                if *dry_run { "(dry run) " } else { "" }
-            )
-        }
-        Event::ComponentFinished {
-            component,
-            outcome,
-            message,
-            elapsed_seconds,
-        } => {
-            format!("{at} {component}: {outcome} after {elapsed_seconds:.1}s: {message}")
-        }
-    })
-}
-
 /// Runs the upgrade, and writes the report if `--report` asks for one.
 pub async fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Outcome, CliError> {
     let mut trace = RunTrace::new(args.report.is_some(), true);
@@ -111,20 +60,9 @@ pub async fn run_traced(
     trace: &mut RunTrace,
 ) -> Result<Outcome, CliError> {
     let request = super::plan::request(&args.target, args.config.as_ref(), &args.flags)?;
-    let deadline = match &args.timeout {
-        Some(text) => humantime::parse_duration(text).map_err(|e| {
-            CliError::bad_input(anyhow!(
-                "invalid --timeout {text:?}: {e}; write a duration such as 5m or 90s"
-            ))
-        })?,
-        None => selfhost_core::pivot::DEFAULT_DEADLINE,
-    };
-    if deadline < Duration::from_secs(10) {
-        return Err(CliError::bad_input(anyhow!(
-            "--timeout {} is too short for a component to hand over; give at least 10s",
-            humantime::format_duration(deadline)
-        )));
-    }
+    let deadline = args
+        .timeout
+        .unwrap_or(selfhost_core::pivot::DEFAULT_DEADLINE);
     let json = global.output == OutputFormat::Json;
     let mut permissions = selfhost::access::upgrade();
     if args.config.is_none() {
@@ -147,7 +85,7 @@ pub async fn run_traced(
     let prepull = super::prepull::skip_unless_requested(&mut plan, args.flags.prepull);
     if !plan.proceeds {
         if !json {
-            ui::say(super::plan::render_text(&plan));
+            ui::say(super::plan::render_text(&plan, global.verbose > 0));
         } else {
             ui::json_line(&serde_json::json!({"event": "refused", "plan": plan}))?;
         }
@@ -190,28 +128,14 @@ pub async fn run_traced(
         )));
     }
 
-    let cancel = CancellationToken::new();
-    let signal_cancel = cancel.clone();
-    let progress = Progress::stderr();
-    let signal_progress = progress.clone();
-    let mut stops = super::signals::StopSignals::listen();
-    let signals = tokio::spawn(async move {
-        let stop = stops.next().await;
-        signal_progress.line(&format!(
-            "{stop}: stopping at the next safe point (signal again to abandon the run at once)..."
-        ));
-        signal_cancel.cancel();
-        stops.next().await;
-        signal_progress.finish();
-        std::process::exit(i32::from(Outcome::NotRestored.code()));
-    });
+    let running = Running::start();
     if prepull {
         // `--timeout` bounds the prepull too when given.
         let prepull_deadline = args.timeout.as_ref().map(|_| deadline);
         let on = super::prepull::Cluster {
             client: &clients.api,
-            cancel: &cancel,
-            progress: &progress,
+            cancel: &running.cancel,
+            progress: &running.progress,
         };
         super::prepull::before_apply(
             &mut plan,
@@ -223,21 +147,10 @@ pub async fn run_traced(
         )
         .await?;
     }
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
-    let shown = progress.clone();
-    let printer = tokio::spawn(async move {
-        // Programs get every event; people get the progress display of progress.rs.
-        let mut seen = Vec::new();
-        while let Some(event) = receiver.recv().await {
-            seen.push(event.clone());
-            if json {
-                let _ = ui::json_line(&event);
-                continue;
-            }
-            shown.event(&event, render(&event));
-        }
-        shown.finish();
-        seen
+    let printer = running.printer(Show {
+        json,
+        verb: "upgrading",
+        dry_run: args.dry_run,
     });
     let options = ApplyOptions {
         pivot: PivotOptions {
@@ -254,19 +167,17 @@ pub async fn run_traced(
         resume_command: resume_command(args),
     };
     trace.engine_starting();
-    let events = Events::to(sender);
     let result = apply(
         &mut observer,
         &clients.api,
         &targets,
         &options,
-        &events,
-        &cancel,
+        &printer.events,
+        &running.cancel,
     )
     .await;
-    drop(events);
-    trace.events = printer.await.unwrap_or_default();
-    signals.abort();
+    trace.events = printer.finish().await;
+    running.end();
     if let Ok(report) = &result {
         trace.finished(report);
     }
@@ -298,16 +209,9 @@ pub async fn run_traced(
         ),
     };
     if json {
-        let name = match outcome {
-            Outcome::Done => "done",
-            Outcome::RolledBack => "rolled-back",
-            Outcome::BadInput => "bad-input",
-            Outcome::Refused => "refused",
-            Outcome::NotRestored => "not-restored",
-        };
         ui::json_line(&serde_json::json!({
             "event": "result",
-            "outcome": name,
+            "outcome": outcome.name(),
             "message": message,
             "disruption": report.disruption,
             "api_requests": clients.requests.total(),

@@ -1,5 +1,5 @@
 //! The end of `apply`: per component, the disruption the plan expected on this cluster next to
-//! what the engine measured (issue 7 item 5).
+//! what the engine measured.
 
 use selfhost::measure::ComponentDisruption;
 use selfhost_core::disruption::{ApiImpact, ExpectedDisruption};

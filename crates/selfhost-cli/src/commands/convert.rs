@@ -1,89 +1,29 @@
 //! `selfhost convert to-self-hosted` and `selfhost convert to-static`: converts the control
 //! plane of the node this runs on, with a plan first, confirmation, progress on stderr (or JSON
-//! events on stdout with `-o json`) and the exit codes of DESIGN.md §2. Ctrl-C stops at the
+//! events on stdout with `-o json`) and the exit codes of docs/design.md. Ctrl-C stops at the
 //! next safe point; running the same command again continues.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use clap::{Args, Subcommand};
+use selfhost::ComponentOutcome;
 use selfhost::access::{self, AccessCheck, Permission, PermissionsMissing};
 use selfhost::convert::observe::ConversionView;
 use selfhost::convert::{
-    ComponentOutcome, ConversionPlan, ConvertError, ConvertRequest, DEFAULT_DEADLINE, convert,
-    plan, secrets_to_read,
+    ConversionPlan, ConvertError, ConvertRequest, DEFAULT_DEADLINE, convert, plan, secrets_to_read,
 };
-use selfhost::events::{Event, Events, Stamped};
 use selfhost::{ClientArgs, Clients, RetryPolicy, health};
 use selfhost_core::config::ClusterConfig;
 use selfhost_core::conversion::decide::Direction;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
-use crate::args::{GlobalArgs, OutputFormat};
+use crate::args::{ConvertArgs, ConvertDirection, GlobalArgs, NodeArgs, OutputFormat};
 use crate::exit::{CliError, Outcome};
 use crate::ui;
 
-/// Where kubeadm's kubelet reads static pods from.
-const DEFAULT_MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
+use super::running::{Running, Show};
+
 /// How long the first list of the watched objects may take.
 const FIRST_LIST: Duration = Duration::from_secs(30);
-
-/// Arguments of `selfhost convert`.
-#[derive(Debug, Args)]
-pub struct ConvertArgs {
-    /// Which way.
-    #[command(subcommand)]
-    pub direction: ConvertDirection,
-}
-
-/// The two conversions.
-#[derive(Debug, Subcommand)]
-pub enum ConvertDirection {
-    /// Hand this node's kubeadm static pods over to self-hosted DaemonSets.
-    ToSelfHosted(ToSelfHostedArgs),
-    /// Hand this node's self-hosted DaemonSet pods back to static pods.
-    ToStatic(NodeArgs),
-}
-
-/// Arguments of `convert to-self-hosted`.
-#[derive(Debug, Args)]
-pub struct ToSelfHostedArgs {
-    /// The node and how to run.
-    #[command(flatten)]
-    pub node: NodeArgs,
-    /// Upload the certificates and kubeconfigs (etcd client certificates included) as
-    /// Secrets and mount them from there instead of from the host.
-    #[arg(long)]
-    pub certs_in_secrets: bool,
-}
-
-/// What both conversions take.
-#[derive(Debug, Args)]
-pub struct NodeArgs {
-    /// The kubelet's static pod directory on this node.
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_MANIFESTS_DIR)]
-    pub manifests_dir: PathBuf,
-    /// This node's name in the cluster (default: this host's name).
-    #[arg(long, value_name = "NAME")]
-    pub node: Option<String>,
-    /// A kubeadm configuration file to check what runs against (else the cluster's
-    /// kube-system/kubeadm-config). What runs is converted as it is; the plan lists where the
-    /// configuration disagrees. Its nodeRegistration.name is the default of --node.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Show the plan, send every API write as a server-side dry run, describe the waits and
-    /// file moves, and change nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Do not ask for confirmation (required when not run interactively).
-    #[arg(short = 'y', long)]
-    pub yes: bool,
-    /// How long each component may take to hand over (e.g. 5m); past it, the node is put back.
-    #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
-}
 
 fn this_host() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -152,14 +92,7 @@ fn request_from(
             CliError::bad_input(anyhow!("cannot tell this host's name; pass --node NAME"))
         })?,
     };
-    let deadline = match &args.timeout {
-        Some(text) => humantime::parse_duration(text).map_err(|e| {
-            CliError::bad_input(anyhow!(
-                "invalid --timeout {text:?}: {e}; write a duration such as 5m or 90s"
-            ))
-        })?,
-        None => DEFAULT_DEADLINE,
-    };
+    let deadline = args.timeout.unwrap_or(DEFAULT_DEADLINE);
     let mut request = ConvertRequest::new(direction, &node, &args.manifests_dir);
     request.certs_in_secrets = certs;
     request.config_file = config_file;
@@ -241,49 +174,6 @@ fn render_plan(plan: &ConversionPlan) -> String {
         plan.backup_dir
     ));
     text
-}
-
-fn render(event: &Stamped, dry_run: bool) -> Option<String> {
-    let at = format!("[{:>6.1}s]", event.at);
-    Some(match &event.event {
-        Event::Waiting {
-            component,
-            condition,
-            ..
-        } if dry_run => format!("{at} {component}:   would wait for {condition} (dry run)"),
-        Event::ComponentStarted { component } => format!("{at} {component}: converting"),
-        Event::Step { step, .. } if step == "done" || step == "wait" => return None,
-        Event::Step {
-            component,
-            step,
-            description,
-        } => format!("{at} {component}: {step}: {description}"),
-        Event::Waiting {
-            component,
-            condition,
-            pending,
-            ..
-        } => {
-            let shown: Vec<_> = pending.iter().take(2).cloned().collect();
-            if shown.is_empty() {
-                format!("{at} {component}:   waiting for {condition}")
-            } else {
-                format!(
-                    "{at} {component}:   waiting for {condition}: {}",
-                    shown.join("; ")
-                )
-            }
-        }
-        Event::Action {
-            component, detail, ..
-        } => format!("{at} {component}:   {detail}"),
-        Event::ComponentFinished {
-            component,
-            outcome,
-            message,
-            elapsed_seconds,
-        } => format!("{at} {component}: {outcome} after {elapsed_seconds:.1}s: {message}"),
-    })
 }
 
 /// How long an unreachable API server is asked again before the run refuses: longer than one
@@ -429,34 +319,22 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
         )));
     }
 
-    let cancel = CancellationToken::new();
-    let signal_cancel = cancel.clone();
-    let mut stops = super::signals::StopSignals::listen();
-    let signals = tokio::spawn(async move {
-        let stop = stops.next().await;
-        ui::say(format!(
-            "{stop}: stopping at the next safe point (signal again to abandon the run at once)..."
-        ));
-        signal_cancel.cancel();
-        stops.next().await;
-        std::process::exit(i32::from(Outcome::NotRestored.code()));
+    let running = Running::start();
+    let printer = running.printer(Show {
+        json,
+        verb: "converting",
+        dry_run: request.dry_run,
     });
-    let dry_run = request.dry_run;
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
-    let printer = tokio::spawn(async move {
-        while let Some(event) = receiver.recv().await {
-            if json {
-                let _ = ui::json_line(&event);
-            } else if let Some(line) = render(&event, dry_run) {
-                ui::say(line);
-            }
-        }
-    });
-    let events = Events::to(sender);
-    let result = convert(&clients, &mut view, &request, &events, &cancel).await;
-    drop(events);
-    let _ = printer.await;
-    signals.abort();
+    let result = convert(
+        &clients,
+        &mut view,
+        &request,
+        &printer.events,
+        &running.cancel,
+    )
+    .await;
+    printer.finish().await;
+    running.end();
     let resume = resume_command(&request);
     let report = result.map_err(|e| CliError {
         outcome: Outcome::NotRestored,

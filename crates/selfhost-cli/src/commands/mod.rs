@@ -9,6 +9,7 @@ pub mod demo;
 pub mod manifests;
 pub mod plan;
 pub mod prepull;
+pub mod running;
 pub mod signals;
 pub mod sim;
 pub mod status;

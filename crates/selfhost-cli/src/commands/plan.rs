@@ -57,8 +57,10 @@ fn impact(api: &ApiImpact) -> String {
     }
 }
 
-/// The plan for people.
-pub fn render_text(plan: &Plan) -> String {
+/// The plan for people: the checks, a table of components with the expected disruption in a
+/// few words, the template diffs; with `verbose`, why each component's disruption is what it
+/// is.
+pub fn render_text(plan: &Plan, verbose: bool) -> String {
     let mut out = format!(
         "Upgrade to {}\nTarget templates from {}.\n\nPreflight:\n",
         plan.target_version, plan.template_source_description
@@ -137,8 +139,10 @@ pub fn render_text(plan: &Plan) -> String {
                 c.component
             ));
         }
-        for line in &c.expected.explanation {
-            out.push_str(&format!("  {}: {line}\n", c.component));
+        if verbose {
+            for line in &c.expected.explanation {
+                out.push_str(&format!("  {}: {line}\n", c.component));
+            }
         }
     }
     for c in plan.components.iter().filter(|c| !c.diff.is_empty()) {
@@ -208,7 +212,7 @@ pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliErr
         result?;
     }
     let text = match global.output {
-        OutputFormat::Text => render_text(&plan),
+        OutputFormat::Text => render_text(&plan, global.verbose > 0),
         format => ui::structured(&plan, format)?,
     };
     ui::print(&text)?;

@@ -6,10 +6,10 @@ use std::path::Path;
 
 use anyhow::Context;
 use selfhost::Clients;
+use selfhost::ComponentOutcome;
 use selfhost::apply::{RunOutcome, RunReport};
 use selfhost::events::Stamped;
 use selfhost::record::{Recorded, Recording};
-use selfhost::upgrade::ComponentOutcome;
 use selfhost_core::report::{Table, UpgradeReport, render_html, step_timings};
 
 use crate::args::ApplyArgs;
@@ -95,7 +95,7 @@ pub fn verdict(outcome: Option<&RunOutcome>, target: &str) -> (String, bool) {
 /// A component's outcome in a few words.
 fn describe(outcome: &ComponentOutcome) -> String {
     match outcome {
-        ComponentOutcome::Done { summary } => format!("done: {summary}"),
+        ComponentOutcome::Done { summary, .. } => format!("done: {summary}"),
         ComponentOutcome::Refused { reason, .. } => format!("refused: {reason}"),
         ComponentOutcome::RolledBack { reason } => format!("rolled back: {reason}"),
         ComponentOutcome::Failed { reason, .. } => format!("failed: {reason}"),

@@ -227,18 +227,7 @@ pub async fn measure(nodes: usize, scenario: Scenario) -> Figures {
         }
         probes.push((connections, report));
     }
-    let leaderless = ROLES
-        .into_iter()
-        .map(|role| {
-            let gaps = sim
-                .recorder()
-                .leaderless_intervals(role, started, ended)
-                .iter()
-                .map(|(a, b)| b.duration_since(*a))
-                .collect();
-            (role, gaps)
-        })
-        .collect();
+    let leaderless = versus::leaderless(&sim, started, ended);
     sim.shutdown().await;
     Figures {
         wall,

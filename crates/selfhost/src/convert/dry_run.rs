@@ -19,12 +19,13 @@ use selfhost_core::daemonset::DaemonSetOptions;
 use selfhost_core::observation::{DaemonSetObservation, PodObservation};
 use tokio::time::Instant;
 
+use super::action::{Context, perform};
 use super::files::NodeFiles;
 use super::observe::ConversionView;
-use super::run::{Context, perform};
-use super::{ComponentOutcome, ConvertError, ConvertReport, ConvertRequest};
+use super::{ConvertError, ConvertReport, ConvertRequest};
 use crate::client::Clients;
 use crate::events::{Event, Events};
+use crate::outcome::ComponentOutcome;
 
 /// A conversion of one component takes about ten decisions; more means the prediction does
 /// not lead where the decisions go, and the dry run says so instead of looping.
@@ -187,45 +188,8 @@ async fn walk_component(
         reason: format!("the dry run of {component} did not come to an end"),
         fix: "run without --dry-run to see; nothing was changed".into(),
     });
-    events.emit(Event::ComponentFinished {
-        component,
-        outcome: outcome.name().to_string(),
-        message: outcome.message(),
-        elapsed_seconds: started.elapsed().as_secs_f64(),
-    });
+    events.component_finished(component, &outcome, started);
     Ok(outcome)
-}
-
-/// What a file step would do, in words (with `--dry-run`, instead of doing it).
-pub(super) fn describe_file_step(
-    files: &NodeFiles,
-    component: Component,
-    step: &ConvertStep,
-) -> String {
-    let manifest = files.manifest_path(component);
-    let backup = files.backup_path(component);
-    match step {
-        ConvertStep::MoveManifestAside => format!(
-            "would move {} to {} (dry run: not moved)",
-            manifest.display(),
-            backup.display()
-        ),
-        ConvertStep::RestoreManifest => format!(
-            "would copy {} back to {} (dry run: not copied)",
-            backup.display(),
-            manifest.display()
-        ),
-        ConvertStep::RemoveManifest => {
-            format!("would remove {} (dry run: not removed)", manifest.display())
-        }
-        ConvertStep::AddPortSharing => format!(
-            "would add --permit-port-sharing=true to {} and keep the original as {}, restarting \
-             the static pod (dry run: not written)",
-            manifest.display(),
-            backup.display()
-        ),
-        other => format!("would {other} (dry run)"),
-    }
 }
 
 /// The observation after `step` took effect.

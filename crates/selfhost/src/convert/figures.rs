@@ -6,7 +6,8 @@
 use selfhost_core::Component;
 use serde::Serialize;
 
-use super::{ComponentOutcome, ConvertReport};
+use super::ConvertReport;
+use crate::outcome::ComponentOutcome;
 
 /// The figures of one component's conversion.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -36,7 +37,7 @@ impl ConvertReport {
             .filter_map(|(component, outcome)| match outcome {
                 ComponentOutcome::Done {
                     handover_gap_seconds,
-                    measured,
+                    measured: Some(measured),
                     ..
                 } => Some(ComponentFigures {
                     component: *component,
@@ -85,7 +86,7 @@ mod tests {
         ComponentOutcome::Done {
             summary: "converted".into(),
             handover_gap_seconds: None,
-            measured: MeasuredDisruption {
+            measured: Some(MeasuredDisruption {
                 wall_seconds: 1.0,
                 health_probes: 10,
                 failed_health_probes: failed,
@@ -100,7 +101,7 @@ mod tests {
                     })
                     .into_iter()
                     .collect(),
-            },
+            }),
         }
     }
 

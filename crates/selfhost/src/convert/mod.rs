@@ -7,6 +7,7 @@
 //! manifests directory directly, and moves manifests aside into a backup directory beside it
 //! instead of deleting them.
 
+mod action;
 pub mod config;
 mod dry_run;
 mod figures;
@@ -31,7 +32,7 @@ pub use preflight::{ComponentPlan, ConversionPlan, plan, secrets_to_read};
 pub use run::convert;
 
 use crate::error::ApiCallError;
-use crate::measure::MeasuredDisruption;
+use crate::outcome::ComponentOutcome;
 use crate::retry::RetryPolicy;
 use crate::target::TargetError;
 use crate::view::ViewTimeout;
@@ -80,107 +81,6 @@ impl ConvertRequest {
             dry_run: false,
             deadline: DEFAULT_DEADLINE,
             retry: RetryPolicy::default(),
-        }
-    }
-}
-
-/// How one component's conversion ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case", tag = "outcome")]
-pub enum ComponentOutcome {
-    /// Converted (or found converted already).
-    Done {
-        /// What was found.
-        summary: String,
-        /// No port sharing: seconds from rewriting the static manifest with port sharing to
-        /// the restarted static pod (or the DaemonSet pod) serving, when this run did that.
-        handover_gap_seconds: Option<f64>,
-        /// What the run saw meanwhile: its `/readyz` probes (the apiserver gap) and the leader
-        /// changes of the controller-manager and scheduler Leases (the leaderless gap).
-        measured: MeasuredDisruption,
-    },
-    /// Refused before any change.
-    Refused {
-        /// Why.
-        reason: String,
-        /// What to do.
-        fix: String,
-    },
-    /// Failed, and the node was put back as it was.
-    RolledBack {
-        /// What failed.
-        reason: String,
-    },
-    /// Failed, and putting the node back failed too.
-    Failed {
-        /// What failed.
-        reason: String,
-        /// The state the node is in.
-        state: String,
-    },
-    /// Stopped on request at a safe point.
-    Interrupted {
-        /// The step it stopped before.
-        step: String,
-    },
-    /// `--dry-run`: every write the conversion would make was accepted by the API server's
-    /// dry run, and every wait and file move described; nothing was changed.
-    DryRun {
-        /// What the run would end with.
-        summary: String,
-        /// How many API writes were sent with `dryRun=All`.
-        writes: usize,
-    },
-}
-
-impl ComponentOutcome {
-    /// The outcome's name in events: `done`, `refused`, `rolled-back`, `failed`, `interrupted`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ComponentOutcome::Done { .. } => "done",
-            ComponentOutcome::Refused { .. } => "refused",
-            ComponentOutcome::RolledBack { .. } => "rolled-back",
-            ComponentOutcome::Failed { .. } => "failed",
-            ComponentOutcome::Interrupted { .. } => "interrupted",
-            ComponentOutcome::DryRun { .. } => "dry-run",
-        }
-    }
-
-    /// What happened, in words.
-    pub fn message(&self) -> String {
-        match self {
-            ComponentOutcome::Done {
-                summary,
-                handover_gap_seconds,
-                measured,
-            } => {
-                let mut out = summary.clone();
-                if let Some(gap) = handover_gap_seconds {
-                    out.push_str(&format!(
-                        "; restarting the static pod with port sharing took {gap:.2}s"
-                    ));
-                }
-                out.push_str(&format!(
-                    "; API: {} of {} /readyz probes failed (longest {:.2}s)",
-                    measured.failed_health_probes,
-                    measured.health_probes,
-                    measured.longest_failing_seconds
-                ));
-                if let Some(leaderless) = measured.longest_leaderless_seconds() {
-                    out.push_str(&format!("; leaderless for at most {leaderless:.2}s"));
-                }
-                out
-            }
-            ComponentOutcome::Refused { reason, fix } => format!("{reason}; {fix}"),
-            ComponentOutcome::RolledBack { reason } => {
-                format!("{reason}; the node was put back as it was")
-            }
-            ComponentOutcome::Failed { reason, state } => format!("{reason}. State: {state}"),
-            ComponentOutcome::Interrupted { step } => format!("stopped before {step}"),
-            ComponentOutcome::DryRun { summary, writes } => format!(
-                "{writes} API write(s) accepted by the server's dry run, nothing changed; \
-                 then: {summary}"
-            ),
         }
     }
 }

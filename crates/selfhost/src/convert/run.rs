@@ -1,45 +1,31 @@
-//! The executor of a conversion: observe, decide, act or wait, and again — per component, in
-//! kubeadm's order. Its only memory is the run's direction and mode (converting, or restoring
-//! after a failure) and, for the report, when it restarted a static pod to add port sharing.
+//! A conversion's run: preflight, then each component in kubeadm's order, its decisions
+//! ([`next_step`]) and actions run by the loop of [`crate::driver`].
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
 use selfhost_core::Component;
-use selfhost_core::component::NAMESPACE;
 use selfhost_core::conversion::decide::{ConvertStep, Mode, NodeComponent, next_step};
-use selfhost_core::conversion::{NODE_GATE_VALUE, gate_daemonset, node_gate_label};
 use selfhost_core::observation::ApiHealth;
-use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::action::{Context, perform};
 use super::files::NodeFiles;
 use super::observe::ConversionView;
 use super::preflight::plan;
-use super::{
-    ComponentOutcome, ConvertError, ConvertReport, ConvertRequest, to_self_hosted, to_static,
-};
+use super::{ConvertError, ConvertReport, ConvertRequest};
 use crate::client::Clients;
-use crate::error::FailureKind;
+use crate::driver::{Acted, Change, Decision, DriveOptions, MAX_REPEATS, StepName, drive};
 use crate::events::{Event, Events};
-use crate::execute::FIELD_MANAGER;
 use crate::health;
 use crate::measure::Recorder;
-use crate::retry::with_retries;
+use crate::outcome::ComponentOutcome;
 
 /// The longest a wait goes without deciding again, even if no watch reported a change: time
 /// itself matters (deadlines, identity Lease freshness).
 const RECHECK: Duration = Duration::from_millis(500);
-/// How long to wait for the watches to show an API write of ours.
-const READ_OWN_WRITE: Duration = Duration::from_secs(5);
-/// The same action asked for this many times in a row means the cluster does not take it.
-const MAX_REPEATS: u32 = 10;
 /// How often a run probes `/readyz` while it converts a component: the apiserver gap it
 /// reports is measured by these probes.
 const HEALTH_SAMPLE: Duration = Duration::from_millis(100);
@@ -113,11 +99,166 @@ pub async fn convert(
     Ok(report)
 }
 
-pub(super) struct Context<'a> {
-    pub(super) clients: &'a Clients,
-    pub(super) request: &'a ConvertRequest,
-    pub(super) files: &'a NodeFiles,
-    pub(super) component: Component,
+/// The conversion of one component on one node, as the loop of [`crate::driver`] runs it.
+/// Its own memory is its mode (converting, or restoring after a failure) and, for the
+/// report, when it restarted a static pod to add port sharing.
+struct Conversion<'a> {
+    ctx: Context<'a>,
+    view: &'a mut ConversionView,
+    events: &'a Events,
+    mode: Mode,
+    /// Until when the component may take: a wait past it fails (and restores).
+    deadline: Timestamp,
+    /// The static pod restarted for port sharing at the first instant, and something served
+    /// again at the second: the hand-over's only gap on this node.
+    gap: (Option<Instant>, Option<Instant>),
+    /// The node's state in words as last observed, for a failure that cannot be undone.
+    state: String,
+    started: Instant,
+}
+
+impl Conversion<'_> {
+    /// After a failure: restore the node, or, when restoring failed too, the outcome.
+    fn failed(&mut self, reason: String) -> Option<ComponentOutcome> {
+        match &self.mode {
+            Mode::Forward => {
+                self.events.emit(Event::Step {
+                    component: self.ctx.component,
+                    step: "restore".into(),
+                    description: format!(
+                        "putting {} back as it was: {reason}",
+                        self.ctx.request.node
+                    ),
+                });
+                self.mode = Mode::Restore { reason };
+                self.deadline = Timestamp::now() + self.ctx.request.deadline;
+                None
+            }
+            Mode::Restore { reason: first } => Some(ComponentOutcome::Failed {
+                reason: format!("{first}; restoring failed too: {reason}"),
+                state: self.state.clone(),
+                resume: None,
+            }),
+        }
+    }
+}
+
+impl Change for Conversion<'_> {
+    type Action = ConvertStep;
+    type Error = ConvertError;
+
+    fn component(&self) -> Component {
+        self.ctx.component
+    }
+
+    async fn decide(&mut self) -> Result<(StepName, Decision<ConvertStep>), ConvertError> {
+        let component = self.ctx.component;
+        loop {
+            let obs = self.view.observe(
+                component,
+                &self.ctx.request.node,
+                self.ctx.files,
+                self.deadline,
+            )?;
+            self.state = describe(&obs, self.ctx.files);
+            if let (Some(_), None) = self.gap
+                && ((obs.mirror_permits_port_sharing && obs.mirror_serving.is_ok())
+                    || obs.daemonset_pod_serving.is_ok())
+            {
+                self.gap.1 = Some(Instant::now());
+            }
+            let step = next_step(self.ctx.request.direction, &self.mode, &obs);
+            let name = StepName {
+                name: step.name().to_string(),
+                description: step.to_string(),
+            };
+            let decision = match step {
+                ConvertStep::Done { summary } => {
+                    if let Err(reason) = api_ready(self.ctx.clients, self.deadline).await {
+                        match self.failed(reason) {
+                            None => continue,
+                            Some(outcome) => return Ok((name, Decision::End(outcome))),
+                        }
+                    }
+                    let measured = match self.view.recorder().lock() {
+                        Ok(recorder) => recorder.measure(self.started, Instant::now()),
+                        // Never poisoned (nothing panics while it is held); an empty record then.
+                        Err(_) => Recorder::default().measure(self.started, Instant::now()),
+                    };
+                    let gap = self.gap;
+                    Decision::End(ComponentOutcome::Done {
+                        summary,
+                        handover_gap_seconds: gap
+                            .0
+                            .map(|from| gap.1.unwrap_or_else(Instant::now).duration_since(from))
+                            .map(|gap| gap.as_secs_f64()),
+                        measured: Some(measured),
+                    })
+                }
+                ConvertStep::Refuse { reason, fix } => {
+                    Decision::End(ComponentOutcome::Refused { reason, fix })
+                }
+                ConvertStep::RolledBack { reason } => Decision::End(ComponentOutcome::RolledBack {
+                    reason: format!("{reason}; the node was put back as it was"),
+                }),
+                ConvertStep::Fail { reason } => match self.failed(reason) {
+                    None => continue,
+                    Some(outcome) => Decision::End(outcome),
+                },
+                ConvertStep::Wait { condition, pending } => Decision::Wait {
+                    condition,
+                    pending,
+                    wake: Instant::now() + RECHECK,
+                },
+                action => Decision::Act(action),
+            };
+            return Ok((name, decision));
+        }
+    }
+
+    async fn act(&mut self, action: &ConvertStep) -> Result<Acted, ConvertError> {
+        match perform(&self.ctx, self.view, action).await {
+            Ok(detail) => {
+                if *action == ConvertStep::AddPortSharing
+                    && self.mode == Mode::Forward
+                    && self.gap.0.is_none()
+                {
+                    self.gap.0 = Some(Instant::now());
+                }
+                Ok(Acted::Written { detail })
+            }
+            Err(e) => {
+                let reason = match &self.mode {
+                    Mode::Forward => format!("{}: {e}", action.name()),
+                    Mode::Restore { .. } => e.to_string(),
+                };
+                Ok(match self.failed(reason) {
+                    None => Acted::Nothing,
+                    Some(outcome) => Acted::Ended(outcome),
+                })
+            }
+        }
+    }
+
+    async fn read_own_write(&mut self, action: &ConvertStep, until: Instant) {
+        while !reflected(self.view, self.ctx.component, action) && Instant::now() < until {
+            self.view.next_change(until).await;
+        }
+    }
+
+    async fn next_change(&mut self, until: Instant) {
+        self.view.next_change(until).await;
+    }
+
+    fn without_effect(
+        &mut self,
+        step: &StepName,
+    ) -> Result<Option<ComponentOutcome>, ConvertError> {
+        Ok(self.failed(format!(
+            "{} was done {MAX_REPEATS} times without the cluster showing it",
+            step.description
+        )))
+    }
 }
 
 async fn run_component(
@@ -129,186 +270,23 @@ async fn run_component(
     events: &Events,
     cancel: &CancellationToken,
 ) -> Result<ComponentOutcome, ConvertError> {
-    let started = Instant::now();
-    let sampler = HealthSampler::start(clients.probe.clone(), Arc::clone(view.recorder()));
-    events.emit(Event::ComponentStarted { component });
-    let ctx = Context {
-        clients,
-        request,
-        files,
-        component,
+    let _sampler = HealthSampler::start(clients.probe.clone(), Arc::clone(view.recorder()));
+    let mut conversion = Conversion {
+        ctx: Context {
+            clients,
+            request,
+            files,
+            component,
+        },
+        view,
+        events,
+        mode: Mode::Forward,
+        deadline: Timestamp::now() + request.deadline,
+        gap: (None, None),
+        state: String::new(),
+        started: Instant::now(),
     };
-    let mut mode = Mode::Forward;
-    let mut deadline = Timestamp::now() + request.deadline;
-    // The static pod restarted for port sharing at the first instant, and something served
-    // again at the second: the hand-over's only gap on this node.
-    let mut gap: (Option<Instant>, Option<Instant>) = (None, None);
-    let mut last_step: Option<String> = None;
-    let mut last_pending: Option<Vec<String>> = None;
-    let mut repeats = 0;
-    let outcome = loop {
-        let obs = view.observe(component, &request.node, files, deadline)?;
-        if let (Some(_), None) = gap
-            && ((obs.mirror_permits_port_sharing && obs.mirror_serving.is_ok())
-                || obs.daemonset_pod_serving.is_ok())
-        {
-            gap.1 = Some(Instant::now());
-        }
-        let step = next_step(request.direction, &mode, &obs);
-        let description = step.to_string();
-        let same_as_before = last_step.as_ref() == Some(&description);
-        if !same_as_before {
-            events.emit(Event::Step {
-                component,
-                step: step.name().to_string(),
-                description: description.clone(),
-            });
-            last_pending = None;
-        }
-        last_step = Some(description.clone());
-        match step {
-            ConvertStep::Done { summary } => {
-                if let Err(reason) = api_ready(clients, deadline).await {
-                    mode = fail(mode, reason.clone());
-                    if let Mode::Restore { .. } = &mode {
-                        continue;
-                    }
-                }
-                let measured = match view.recorder().lock() {
-                    Ok(recorder) => recorder.measure(started, Instant::now()),
-                    // Never poisoned (nothing panics while it is held); an empty record then.
-                    Err(_) => Recorder::default().measure(started, Instant::now()),
-                };
-                break ComponentOutcome::Done {
-                    summary,
-                    handover_gap_seconds: gap
-                        .0
-                        .map(|from| gap.1.unwrap_or_else(Instant::now).duration_since(from))
-                        .map(|gap| gap.as_secs_f64()),
-                    measured,
-                };
-            }
-            ConvertStep::Refuse { reason, fix } => break ComponentOutcome::Refused { reason, fix },
-            ConvertStep::RolledBack { reason } => break ComponentOutcome::RolledBack { reason },
-            ConvertStep::Fail { reason } => match &mode {
-                Mode::Forward => {
-                    events.emit(Event::Step {
-                        component,
-                        step: "restore".into(),
-                        description: format!("putting {} back as it was: {reason}", request.node),
-                    });
-                    mode = Mode::Restore { reason };
-                    deadline = Timestamp::now() + request.deadline;
-                }
-                Mode::Restore { reason: first } => {
-                    break ComponentOutcome::Failed {
-                        reason: format!("{first}; restoring failed too: {reason}"),
-                        state: describe(&obs, files),
-                    };
-                }
-            },
-            ConvertStep::Wait { condition, pending } => {
-                repeats = 0;
-                if last_pending.as_ref() != Some(&pending) {
-                    events.emit(Event::Waiting {
-                        component,
-                        step: "wait".into(),
-                        condition,
-                        pending: pending.clone(),
-                    });
-                    last_pending = Some(pending);
-                }
-                if cancel.is_cancelled() {
-                    break ComponentOutcome::Interrupted {
-                        step: "wait".into(),
-                    };
-                }
-                tokio::select! {
-                    () = view.next_change(Instant::now() + RECHECK) => {}
-                    () = cancel.cancelled() => {}
-                }
-            }
-            action => {
-                if cancel.is_cancelled() {
-                    break ComponentOutcome::Interrupted {
-                        step: action.name().to_string(),
-                    };
-                }
-                repeats = if same_as_before { repeats + 1 } else { 1 };
-                if repeats > MAX_REPEATS {
-                    let reason = format!(
-                        "{description} was done {MAX_REPEATS} times without the cluster showing it"
-                    );
-                    mode = fail(mode, reason.clone());
-                    if let Mode::Forward = mode {
-                        break ComponentOutcome::Failed {
-                            reason,
-                            state: describe(&obs, files),
-                        };
-                    }
-                    continue;
-                }
-                match perform(&ctx, view, &action).await {
-                    Ok(detail) => {
-                        if action == ConvertStep::AddPortSharing
-                            && mode == Mode::Forward
-                            && gap.0.is_none()
-                        {
-                            gap.0 = Some(Instant::now());
-                        }
-                        events.emit(Event::Action {
-                            component,
-                            step: action.name().to_string(),
-                            detail,
-                            dry_run: false,
-                        });
-                        let until = Instant::now() + READ_OWN_WRITE;
-                        while !reflected(view, component, &action) && Instant::now() < until {
-                            view.next_change(until).await;
-                        }
-                    }
-                    Err(e) => match &mode {
-                        Mode::Forward => {
-                            let reason = format!("{}: {e}", action.name());
-                            events.emit(Event::Step {
-                                component,
-                                step: "restore".into(),
-                                description: format!(
-                                    "putting {} back as it was: {reason}",
-                                    request.node
-                                ),
-                            });
-                            mode = Mode::Restore { reason };
-                            deadline = Timestamp::now() + request.deadline;
-                        }
-                        Mode::Restore { reason } => {
-                            break ComponentOutcome::Failed {
-                                reason: format!("{reason}; restoring failed too: {e}"),
-                                state: describe(&obs, files),
-                            };
-                        }
-                    },
-                }
-            }
-        }
-    };
-    drop(sampler);
-    events.emit(Event::ComponentFinished {
-        component,
-        outcome: outcome.name().to_string(),
-        message: outcome.message(),
-        elapsed_seconds: started.elapsed().as_secs_f64(),
-    });
-    Ok(outcome)
-}
-
-/// The mode after a failure: restoring, unless it was restoring already (then it stays, and
-/// the caller reports it failed).
-fn fail(mode: Mode, reason: String) -> Mode {
-    match mode {
-        Mode::Forward => Mode::Restore { reason },
-        restoring @ Mode::Restore { .. } => restoring,
-    }
+    drive(&mut conversion, DriveOptions::default(), events, cancel).await
 }
 
 /// Waits until `/readyz` answers 200, or `deadline`.
@@ -379,194 +357,4 @@ fn reflected(view: &ConversionView, component: Component, step: &ConvertStep) ->
         }),
         _ => true,
     }
-}
-
-/// Carries out an action; returns what it did, in words. With `--dry-run` its API writes are
-/// server-side dry runs and its file changes are only described.
-pub(super) async fn perform(
-    ctx: &Context<'_>,
-    view: &ConversionView,
-    step: &ConvertStep,
-) -> Result<String, ConvertError> {
-    let Context {
-        clients,
-        request,
-        files,
-        component,
-    } = ctx;
-    let component = *component;
-    let client = &clients.api;
-    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let name = component.daemonset_name();
-    let superseded = |e: &crate::error::ApiCallError| {
-        matches!(
-            e.kind,
-            FailureKind::Conflict | FailureKind::NotFound | FailureKind::AlreadyExists
-        )
-    };
-    Ok(match step {
-        ConvertStep::CreateDaemonSet => {
-            to_self_hosted::create_daemonset(client, request, files, component).await?;
-            format!(
-                "created DaemonSet kube-system/{name} from {}",
-                files.manifest_path(component).display()
-            )
-        }
-        ConvertStep::GateDaemonSet => {
-            let Some(live) = view.daemonset(component) else {
-                return Ok("the DaemonSet is gone; deciding again".into());
-            };
-            let gated = gate_daemonset(component, (*live).clone());
-            let params = PostParams {
-                dry_run: request.dry_run,
-                field_manager: Some(FIELD_MANAGER.into()),
-            };
-            match with_retries(
-                &format!("update DaemonSet kube-system/{name}"),
-                &request.retry,
-                || daemonsets.replace(&name, &params, &gated),
-            )
-            .await
-            {
-                Ok(_) => {}
-                Err(e) if superseded(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
-            format!(
-                "DaemonSet kube-system/{name} now requires the node label {}={NODE_GATE_VALUE} \
-                 (update strategy OnDelete)",
-                node_gate_label(component)
-            )
-        }
-        ConvertStep::LabelNode { node } | ConvertStep::UnlabelNode { node } => {
-            let on = matches!(step, ConvertStep::LabelNode { .. });
-            let key = node_gate_label(component);
-            let value = if on {
-                json!(NODE_GATE_VALUE)
-            } else {
-                json!(null)
-            };
-            let patch = json!({ "metadata": { "labels": { key.clone(): value } } });
-            let patch = Patch::Merge(&patch);
-            let nodes: Api<Node> = Api::all(client.clone());
-            let params = PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                dry_run: request.dry_run,
-                ..PatchParams::default()
-            };
-            with_retries(&format!("label node {node}"), &request.retry, || {
-                nodes.patch(node, &params, &patch)
-            })
-            .await?;
-            if on {
-                format!("labelled node {node} {key}={NODE_GATE_VALUE}")
-            } else {
-                format!("removed label {key} from node {node}")
-            }
-        }
-        ConvertStep::MoveManifestAside
-        | ConvertStep::AddPortSharing
-        | ConvertStep::RestoreManifest
-        | ConvertStep::RemoveManifest
-            if request.dry_run =>
-        {
-            return Ok(super::dry_run::describe_file_step(files, component, step));
-        }
-        ConvertStep::MoveManifestAside => {
-            let to = files.move_aside(component)?;
-            format!(
-                "moved {} to {} (kept, never deleted)",
-                files.manifest_path(component).display(),
-                to.display()
-            )
-        }
-        ConvertStep::AddPortSharing => {
-            let backup = files.add_port_sharing(component)?;
-            format!(
-                "wrote {} with --permit-port-sharing=true (the original kept as {}): the kubelet \
-                 restarts the static pod",
-                files.manifest_path(component).display(),
-                backup.display()
-            )
-        }
-        ConvertStep::RestoreManifest => {
-            files.restore(component)?;
-            format!(
-                "copied {} back to {}",
-                files.backup_path(component).display(),
-                files.manifest_path(component).display()
-            )
-        }
-        ConvertStep::WriteManifest => {
-            let Some(live) = view.daemonset(component) else {
-                return Ok("the DaemonSet is gone; deciding again".into());
-            };
-            if !request.dry_run {
-                // Before the write: the static pod it makes starts after this moment.
-                view.record_manifest_write(component, &request.node);
-            }
-            let written =
-                to_static::write_manifest(client, request, files, component, &live).await?;
-            let extra = if written.is_empty() {
-                String::new()
-            } else {
-                format!(" and, from Secrets, {}", written.join(", "))
-            };
-            let wrote = if request.dry_run {
-                "would write (dry run: not written)"
-            } else {
-                "wrote"
-            };
-            format!(
-                "{wrote} {}{extra}",
-                files.manifest_path(component).display()
-            )
-        }
-        ConvertStep::RemoveManifest => {
-            files.remove_manifest(component)?;
-            format!("removed {}", files.manifest_path(component).display())
-        }
-        ConvertStep::DeleteDaemonSet => {
-            let uid = view
-                .daemonset(component)
-                .and_then(|d| d.metadata.uid.clone());
-            let params = DeleteParams {
-                dry_run: request.dry_run,
-                propagation_policy: Some(PropagationPolicy::Orphan),
-                preconditions: Some(Preconditions {
-                    uid,
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match with_retries(
-                &format!("delete DaemonSet kube-system/{name}"),
-                &request.retry,
-                || daemonsets.delete(&name, &params),
-            )
-            .await
-            {
-                Ok(_) => {}
-                Err(e) if superseded(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
-            format!("deleted DaemonSet kube-system/{name} (orphan policy)")
-        }
-        ConvertStep::HandOverLease(hand_over) => {
-            // The upgrade's own hand-over: a delete with the Lease's uid and resourceVersion
-            // as preconditions, so a standby that took it meanwhile keeps it.
-            let step = hand_over.to_step();
-            if let Some(result) =
-                crate::execute::perform(client, &step, |_| None, &request.retry, false).await
-            {
-                result?;
-            }
-            format!(
-                "deleted Lease kube-system/{} held by {}, whose process is gone ({}): a \
-                 standby takes it on its next retry",
-                hand_over.lease, hand_over.holder, hand_over.why
-            )
-        }
-        other => format!("nothing to do for {}", other.name()),
-    })
 }

@@ -135,7 +135,7 @@ async fn upgraded_with_no_backup_pod(nodes: usize) {
         .chain(&probes.writes.samples)
         .filter(|s| !s.ok && s.caught_by == Some(CaughtBy::Refused))
         .count();
-    // The figures of docs/reliability.md (findings L and M), shown with `--nocapture`.
+    // The figures of docs/reliability.md, shown with `--nocapture`.
     println!(
         "{nodes} nodes: upgrade {:.2} s, apiserver backup removal {:.2} s, {} failed probes \
          ({refused} refused), at most {most_backup_pods} backup pods at once",

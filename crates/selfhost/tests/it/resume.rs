@@ -1,8 +1,8 @@
 //! A run stopped dead in the middle of the apiserver's pivot (the engine dropped, as SIGKILL
 //! leaves it: no clean-up, no memory) and a new run against the same cluster, under the
 //! measured hand-over model. The new run knows only what the cluster shows: it did not see
-//! the backup's processes take their identity Leases over (campaign finding A), and its
-//! preflight may meet an apiserver the pivot is stopping or starting (finding B).
+//! the backup's processes take their identity Leases over, and its preflight may meet an
+//! apiserver the pivot is stopping or starting.
 
 use std::time::Duration;
 
@@ -99,7 +99,7 @@ async fn a_target_pod_alone(sim: &SimCluster, deadline: Instant) {
             "a node runs a target pod alone in time"
         );
         // Behind the load balancer a never-Ready process answers some requests 500 ("still
-        // starting"), as a real one does (finding I): read again.
+        // starting"), as a real one does: read again.
         let (Ok(real), Ok(listed)) = (
             daemonsets.get(&Component::ApiServer.daemonset_name()).await,
             pods.list(&selector).await,

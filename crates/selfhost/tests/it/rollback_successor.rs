@@ -1,6 +1,6 @@
-//! Campaign finding K (docs/reliability.md): a rollback removed the backup while the restored
-//! kube-apiserver pods were Ready only because the backup's process answered their readiness
-//! probes on the shared port, and nothing served for 47 s. Here the target cannot be pulled,
+//! A rollback must not remove the backup while the restored kube-apiserver pods are Ready
+//! only because the backup's process answers their readiness probes on the shared port:
+//! nothing would serve once it went. Here the target cannot be pulled,
 //! and the restored pods never serve at all — the original image turns never-Ready once the
 //! update is written, so every process started after it, the rollback's included, never
 //! finishes starting — and the run must keep the backup: the API never down, the rollback

@@ -381,8 +381,8 @@ async fn rollback_when(
 }
 
 /// An unpullable target on three nodes under the measured model: not one failed probe. The
-/// backup is a record only (no pod joins a node in the load balancer's rotation: finding M,
-/// closed), the first node's old pod goes with the node out of rotation, its new pod never
+/// backup is a record only (no pod joins a node in the load balancer's rotation), the first
+/// node's old pod goes with the node out of rotation, its new pod never
 /// runs, and the rollback restores it there while the other nodes serve.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unpullable_target_is_rolled_back() {
@@ -415,12 +415,11 @@ async fn a_crash_looping_target_is_rolled_back() {
 
 /// A target that never gets Ready, on three nodes under the measured model: it never serves
 /// by its own identity, and the engine's hold keeps it on the first node until the rollback
-/// replaces it (finding I: the DaemonSet controller, trusting the probe the backup answered,
-/// put one on every node). That node runs no backup process (a record only on several nodes),
+/// replaces it (the DaemonSet controller, trusting a probe another process answered, would put
+/// one on every node). That node runs no backup process (a record only on several nodes),
 /// so when its old pod went it left the load balancer, and with nothing on it passing /readyz it stays out until the
-/// restored pod serves: not one client connection reaches the failing process (finding M;
-/// before, it caught its share of the node's connections and failed up to thousands of
-/// probes).
+/// restored pod serves: not one client connection reaches the failing process (a backup
+/// process there would catch its share of the node's connections and fail them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_never_ready_target_is_rolled_back_on_three_nodes() {
     rollback_when(3, Some(Handovers::measured()), Forced::Nothing, |sim| {

@@ -323,7 +323,23 @@ pub async fn upgrade(sim: &SimCluster, tool: Tool, scale: u32) -> Cost {
     let ended = Instant::now();
     let probes = prober.stop().await;
     assert_upgraded(sim, tool).await;
-    let leaderless = ROLES
+    let leaderless = leaderless(sim, started, ended);
+    Cost {
+        wall,
+        requests,
+        probes,
+        leaderless,
+    }
+}
+
+/// The leaderless stretches of each role between `started` and `ended`, as the simulator
+/// recorded them.
+pub fn leaderless(
+    sim: &SimCluster,
+    started: Instant,
+    ended: Instant,
+) -> Vec<(Role, Vec<Duration>)> {
+    ROLES
         .into_iter()
         .map(|role| {
             let gaps = sim
@@ -334,13 +350,7 @@ pub async fn upgrade(sim: &SimCluster, tool: Tool, scale: u32) -> Cost {
                 .collect();
             (role, gaps)
         })
-        .collect();
-    Cost {
-        wall,
-        requests,
-        probes,
-        leaderless,
-    }
+        .collect()
 }
 
 /// Waits until no backup DaemonSet or pod is left and both roles have a leader: the moment an

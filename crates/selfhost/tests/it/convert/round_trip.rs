@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use selfhost::ComponentOutcome;
 use selfhost::apply::{ApplyOptions, RunOutcome, apply};
-use selfhost::convert::{ComponentOutcome, ConvertReport};
+use selfhost::convert::ConvertReport;
 use selfhost::events::{Event, Events};
 use selfhost::measure::MeasuredDisruption;
 use selfhost::observe::Observer;
@@ -88,7 +89,7 @@ fn done(
         .filter_map(|(component, o)| match o {
             ComponentOutcome::Done {
                 handover_gap_seconds,
-                measured,
+                measured: Some(measured),
                 ..
             } => Some((*component, *handover_gap_seconds, measured)),
             _ => None,
@@ -361,8 +362,8 @@ const LOAD_MARGIN: Duration = Duration::from_millis(300);
 
 /// The engine hands the controller-manager's and scheduler's Leases over: no leaderless gap
 /// the conversion opens is as long as a Lease lasts (a Lease left to expire keeps a standby
-/// waiting that long, and more) — with two known exceptions (docs/reliability.md, finding N),
-/// reported rather than failed on:
+/// waiting that long, and more) — with two known exceptions (docs/reliability.md, "Known
+/// limits"), reported rather than failed on:
 /// - without port sharing a node's static kube-apiserver restarts once, and a leader on that
 ///   node talks to it; when the restart outlasts its renew deadline (at these timings a
 ///   second, which a loaded machine can stretch a restart to) the leader exits, and its Lease

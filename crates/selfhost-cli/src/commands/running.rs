@@ -1,0 +1,237 @@
+//! What every command that changes the cluster does around the engine's run, `apply` and
+//! `convert` alike: a stop signal asks for the next safe point (a second one abandons the
+//! run, exit 4); the engine's events go to stdout as JSON lines for programs, or to the
+//! progress display on stderr for people, one line per step.
+
+use selfhost::events::{Event, Events, Stamped};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::exit::Outcome;
+use crate::progress::Progress;
+use crate::ui;
+
+/// How many of a wait's pending items a plain line shows; the rest are counted.
+const PENDING_SHOWN: usize = 3;
+
+/// A run in progress: the token a stop signal cancels, and the progress display.
+pub struct Running {
+    /// Cancelled by the first SIGINT or SIGTERM: the engine stops at its next safe point.
+    pub cancel: CancellationToken,
+    /// The progress display on stderr.
+    pub progress: Progress,
+    signals: JoinHandle<()>,
+}
+
+impl Running {
+    /// Starts listening for stop signals. Must be called inside a tokio runtime.
+    pub fn start() -> Running {
+        let cancel = CancellationToken::new();
+        let progress = Progress::stderr();
+        let (signal_cancel, signal_progress) = (cancel.clone(), progress.clone());
+        let mut stops = super::signals::StopSignals::listen();
+        let signals = tokio::spawn(async move {
+            let stop = stops.next().await;
+            signal_progress.line(&format!(
+                "{stop}: stopping at the next safe point (signal again to abandon the run at once)..."
+            ));
+            signal_cancel.cancel();
+            stops.next().await;
+            signal_progress.finish();
+            std::process::exit(i32::from(Outcome::NotRestored.code()));
+        });
+        Running {
+            cancel,
+            progress,
+            signals,
+        }
+    }
+
+    /// The engine's events, shown as `show` says from now on; [`Printer::finish`] returns
+    /// every event once the run is over.
+    pub fn printer(&self, show: Show) -> Printer {
+        let (sender, mut receiver) = mpsc::unbounded_channel::<Stamped>();
+        let progress = self.progress.clone();
+        let task = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some(event) = receiver.recv().await {
+                if show.json {
+                    let _ = ui::json_line(&event);
+                } else {
+                    progress.event(&event, render(&event, &show));
+                }
+                seen.push(event);
+            }
+            progress.finish();
+            seen
+        });
+        Printer {
+            events: Events::to(sender),
+            task,
+        }
+    }
+
+    /// Stops listening for signals: the run is over.
+    pub fn end(self) {
+        self.signals.abort();
+        self.progress.finish();
+    }
+}
+
+/// Where the engine's events go during a run.
+pub struct Printer {
+    /// What the engine reports to.
+    pub events: Events,
+    task: JoinHandle<Vec<Stamped>>,
+}
+
+impl Printer {
+    /// Waits until every event is shown; returns them all.
+    pub async fn finish(self) -> Vec<Stamped> {
+        drop(self.events);
+        self.task.await.unwrap_or_default()
+    }
+}
+
+/// How events are shown.
+#[derive(Debug, Clone)]
+pub struct Show {
+    /// `-o json`: every event as a JSON line on stdout.
+    pub json: bool,
+    /// What a component's work is called when it starts (`upgrading`, `converting`).
+    pub verb: &'static str,
+    /// A dry run: waits are described, not waited for.
+    pub dry_run: bool,
+}
+
+/// What a wait still waits for, in a few words: up to [`PENDING_SHOWN`] items, the rest
+/// counted.
+fn pending_words(pending: &[String]) -> String {
+    let shown: Vec<&str> = pending
+        .iter()
+        .take(PENDING_SHOWN)
+        .map(|p| p.strip_prefix("waiting for ").unwrap_or(p))
+        .collect();
+    let more = pending.len().saturating_sub(PENDING_SHOWN);
+    let mut words = shown.join("; ");
+    if more > 0 {
+        words.push_str(&format!(" (+{more} more)"));
+    }
+    words
+}
+
+/// An event as a permanent line for people (`None`: it has none): each step as it begins,
+/// each write with what it did, what a wait still waits for (on the live line of a terminal,
+/// and off one at most once a second).
+pub fn render(event: &Stamped, show: &Show) -> Option<String> {
+    let at = format!("[{:>6.1}s]", event.at);
+    Some(match &event.event {
+        Event::ComponentStarted { component } => format!("{at} {component}: {}", show.verb),
+        Event::Step { step, .. } if step == "done" || step == "wait" => return None,
+        Event::Step {
+            component,
+            step,
+            description,
+        } => format!("{at} {component}: {step}: {description}"),
+        Event::Waiting {
+            component,
+            condition,
+            ..
+        } if show.dry_run => format!("{at} {component}:   would wait for {condition} (dry run)"),
+        Event::Waiting {
+            component, pending, ..
+        } if !pending.is_empty() => {
+            format!("{at} {component}:   waiting for {}", pending_words(pending))
+        }
+        Event::Waiting { .. } => return None,
+        Event::Action {
+            component,
+            detail,
+            dry_run,
+            ..
+        } => format!(
+            "{at} {component}:   {}{detail}",
+            // A conversion's dry-run actions say so themselves.
+            if *dry_run && !detail.contains("dry run") {
+                "(dry run) "
+            } else {
+                ""
+            }
+        ),
+        Event::ComponentFinished {
+            component,
+            outcome,
+            message,
+            elapsed_seconds,
+        } => format!("{at} {component}: {outcome} after {elapsed_seconds:.1}s: {message}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use selfhost_core::Component;
+
+    use super::*;
+
+    fn show() -> Show {
+        Show {
+            json: false,
+            verb: "upgrading",
+            dry_run: false,
+        }
+    }
+
+    fn at(event: Event) -> Stamped {
+        Stamped { at: 1.25, event }
+    }
+
+    #[test]
+    fn a_wait_says_what_it_waits_for_without_doubled_words() {
+        let waiting = at(Event::Waiting {
+            component: Component::Scheduler,
+            step: "wait-for-rollout".into(),
+            condition: "every pod Ready".into(),
+            pending: vec![
+                "waiting for the DaemonSet controller to observe generation 3".into(),
+                "a".into(),
+                "b".into(),
+                "c".into(),
+            ],
+        });
+        assert_eq!(
+            render(&waiting, &show()).as_deref(),
+            Some(
+                "[   1.2s] kube-scheduler:   waiting for the DaemonSet controller to observe \
+                 generation 3; a; b (+1 more)"
+            )
+        );
+    }
+
+    #[test]
+    fn a_conversions_dry_run_action_is_not_marked_twice() {
+        let action = at(Event::Action {
+            component: Component::ApiServer,
+            step: "create-daemonset".into(),
+            detail: "accepted by the API server's dry run: created DaemonSet d".into(),
+            dry_run: true,
+        });
+        assert_eq!(
+            render(&action, &show()).as_deref(),
+            Some(
+                "[   1.2s] kube-apiserver:   accepted by the API server's dry run: created \
+                 DaemonSet d"
+            )
+        );
+    }
+
+    #[test]
+    fn a_terminal_step_has_no_line_of_its_own() {
+        let done = at(Event::Step {
+            component: Component::Scheduler,
+            step: "done".into(),
+            description: "kube-scheduler runs v1.34.0".into(),
+        });
+        assert_eq!(render(&done, &show()), None);
+    }
+}
