@@ -6,6 +6,7 @@ mod convert;
 mod demo;
 mod hostile;
 mod kubectl_apply;
+mod layout;
 mod manifests;
 mod preflight;
 mod prepull;

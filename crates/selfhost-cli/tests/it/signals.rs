@@ -1,5 +1,5 @@
 //! `apply` asked to stop with SIGINT (Ctrl-C) or SIGTERM at each distinct step of the pivot:
-//! it stops at the next safe point, exits 4 (DESIGN.md §2: stopped, not restored) with the
+//! it stops at the next safe point, exits 4 (stopped, not restored) with the
 //! command that resumes, and that command, run as printed, finishes the upgrade and leaves
 //! nothing behind.
 

@@ -1,4 +1,4 @@
-//! The randomised fault campaign (issue 10, item 1), in the manner of etcd's robustness tests:
+//! The randomised fault campaign, in the manner of etcd's robustness tests:
 //! many runs, each drawn from a printed seed — a cluster shape, an upgrade, latencies and a
 //! fault schedule — in which the real `selfhost` binary upgrades a simulated self-hosted
 //! control plane (so SIGKILL and the re-run are real), after which every invariant of
@@ -35,10 +35,8 @@ const LONG_RUNS: u64 = 500;
 /// cores carry two of them with the timings still meaningful.
 const CONCURRENCY: usize = 2;
 
-/// Seeds the quick profile leaves out, each with the open finding of docs/reliability.md that
-/// made it fail (real bugs not fixed yet). Empty is the goal: remove a seed with its fix.
-/// (Finding I's seed 219645376349020, the last one, came back on 30 November: the held
-/// rollout keeps a never-Ready apiserver on one node; three replays passed.)
+/// Seeds the quick profile leaves out, each with the known bug of docs/reliability.md that
+/// makes it fail. Empty is the goal: remove a seed with its fix.
 const QUICK_EXCLUSIONS: &[(u64, &str)] = &[];
 
 /// The command that replays `seed` as it ran (without the fault kinds its profile left out).
@@ -142,10 +140,8 @@ impl Figures {
 }
 
 /// Fault kinds the quick profile (the one `cargo test` runs) leaves out. Put a kind here (and
-/// in the docs) only while an open, documented finding makes it fail depending on timing: CI
-/// must not flake on a known bug. Empty since findings J and K were fixed on 30 November
-/// (crash-restarts and NotReady windows had been out while they stood). The long profile and
-/// replays always keep every kind.
+/// in the docs) only while an open, documented bug makes it fail depending on timing: CI
+/// must not flake on a known bug. The long profile and replays always keep every kind.
 const QUICK_WITHOUT: &str = "";
 
 async fn campaign(seeds: Vec<u64>, verbose: bool, without: &'static str) {

@@ -3,7 +3,7 @@
 //! nothing, and DaemonSets edited by hand into odd shapes.
 //!
 //! Every case runs the real binary and checks what an operator would: a message that names
-//! the problem and the fix (key words), the exit code of DESIGN.md §2, no panic, no escape
+//! the problem and the fix (key words), the exit code of docs/design.md, no panic, no escape
 //! codes, and — where there is a cluster — nothing changed in it.
 
 mod configs;
