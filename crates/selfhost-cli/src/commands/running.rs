@@ -1,7 +1,7 @@
 //! What every command that changes the cluster does around the engine's run, `apply` and
 //! `convert` alike: a stop signal asks for the next safe point (a second one abandons the
 //! run, exit 4); the engine's events go to stdout as JSON lines for programs, or to the
-//! progress display on stderr for people, one line per step.
+//! progress display on stderr for people.
 
 use selfhost::events::{Event, Events, Stamped};
 use tokio::sync::mpsc;

@@ -11,14 +11,11 @@ use selfhost::apply::{ApplyOptions, RunOutcome, apply};
 use selfhost::events::{Event, Events};
 use selfhost_core::Component;
 use selfhost_core::pivot::PivotOptions;
-use selfhost_sim::bootstrap::BootstrapMode;
-use selfhost_sim::cluster::{
-    Connections, Handovers, Leadership, ProbeReport, ProberOptions, Role, SimCluster, SimTimings,
-};
+use selfhost_sim::cluster::{Connections, ProbeReport, ProberOptions, Role, SimCluster};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::versus::{self, DEADLINE, FROM, ROLES, TO};
+use crate::versus::{self, DEADLINE, FROM, TO};
 
 /// Pods this many times faster than real ones, as `selfhost demo` runs them.
 pub const SPEEDUP: u32 = 5;
@@ -73,24 +70,8 @@ pub struct Figures {
 }
 
 async fn cluster(nodes: usize) -> SimCluster {
-    let sim = SimCluster::builder()
-        .control_plane_nodes(nodes)
-        .version(FROM)
-        .mode(BootstrapMode::SelfHosted)
-        .port_sharing(true)
-        .timings(SimTimings::scaled(SPEEDUP))
-        .handovers(Handovers::measured())
-        .start()
-        .await
-        .expect("cluster starts");
-    let deadline = Instant::now() + DEADLINE;
-    while !ROLES
-        .iter()
-        .all(|r| matches!(sim.leader(*r), Leadership::Held(_)))
-    {
-        assert!(Instant::now() < deadline, "no leaders");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let sim = versus::measured_cluster(nodes, SPEEDUP).await;
+    versus::until_led(&sim).await;
     sim
 }
 

@@ -97,12 +97,7 @@ pub struct ConvertReport {
 impl ConvertReport {
     /// The first component that did not end done (or, in a dry run, dry-run), if any.
     pub fn first_problem(&self) -> Option<&(Component, ComponentOutcome)> {
-        self.components.iter().find(|(_, o)| {
-            !matches!(
-                o,
-                ComponentOutcome::Done { .. } | ComponentOutcome::DryRun { .. }
-            )
-        })
+        self.components.iter().find(|(_, o)| !o.succeeded())
     }
 }
 

@@ -138,7 +138,16 @@ impl Cost {
 /// times faster than real ones and the measured hand-over model, made as kubeadm built it
 /// (see [`as_kubeadm_built`]).
 pub async fn kubeadm_built_cluster(nodes: usize, scale: u32) -> SimCluster {
-    let sim = SimCluster::builder()
+    let sim = measured_cluster(nodes, scale).await;
+    as_kubeadm_built(&sim).await;
+    sim
+}
+
+/// A self-hosted cluster of `nodes` control-plane nodes at [`FROM`] with port sharing,
+/// latencies `scale` times faster than real ones and the measured hand-over model, as
+/// selfhost builds it.
+pub async fn measured_cluster(nodes: usize, scale: u32) -> SimCluster {
+    SimCluster::builder()
         .control_plane_nodes(nodes)
         .version(FROM)
         .mode(BootstrapMode::SelfHosted)
@@ -147,9 +156,7 @@ pub async fn kubeadm_built_cluster(nodes: usize, scale: u32) -> SimCluster {
         .handovers(Handovers::measured())
         .start()
         .await
-        .expect("cluster starts");
-    as_kubeadm_built(&sim).await;
-    sim
+        .expect("cluster starts")
 }
 
 /// Makes the cluster's apiserver the one kubeadm built — without the graceful-shutdown flags
@@ -199,6 +206,11 @@ pub async fn as_kubeadm_built(sim: &SimCluster) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     sim.set_self_hosting_model(true);
+    until_led(sim).await;
+}
+
+/// Waits until both roles have a leader.
+pub async fn until_led(sim: &SimCluster) {
     let deadline = Instant::now() + DEADLINE;
     while !ROLES
         .iter()
