@@ -11,8 +11,8 @@ use std::time::Duration;
 use http::Method;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::Verb;
 use crate::error::ApiError;
+use crate::verb::Verb;
 
 /// Which requests a fault applies to; every field set must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

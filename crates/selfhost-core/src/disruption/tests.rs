@@ -1,7 +1,7 @@
 //! Expected disruption per cluster shape.
 
 use super::*;
-use crate::pivot::tests::builder::{NEW, World, template};
+use crate::observation::builder::{NEW, World, template};
 
 fn shape(nodes: usize, live: bool, target: bool, identities: IdentityLeases) -> ClusterShape {
     ClusterShape {

@@ -11,6 +11,8 @@
 //! process took its identity Lease), [`Observation::stopped`] (processes the engine saw stop)
 //! and [`DaemonSetObservation::current_revision_hash`].
 
+#[cfg(test)]
+pub(crate) mod builder;
 mod cluster;
 mod convert;
 mod daemonsets;

@@ -87,7 +87,7 @@ mod starting;
 mod step;
 mod target;
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;
 mod update_strategy;
 mod vacate;
 mod verifying;

@@ -184,7 +184,7 @@ mod tests {
     use super::super::{ClusterObservation, PreflightReport, preflight};
     use super::*;
     use crate::component::Component;
-    use crate::pivot::tests::builder::{NEW, OLD, World, template, version};
+    use crate::observation::builder::{NEW, OLD, World, template, version};
     use crate::skew::{ApiServerVersion, KubeletVersion, SUPPORTED_VERSIONS, SkewFlags};
 
     type Edit = fn(&mut DaemonSetObservation);

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::observation::ContainerState;
-use crate::pivot::tests::builder::{NEW, OLD, Pod, World, template, version};
+use crate::observation::builder::{NEW, OLD, Pod, World, template, version};
 use crate::skew::SUPPORTED_VERSIONS;
 
 /// A healthy three-component cluster on [`OLD`]; `change` edits each component's world.

@@ -2,6 +2,7 @@
 //! every served resource, answering like kube-apiserver.
 
 mod body;
+mod call;
 mod discovery_routes;
 mod patch;
 pub(crate) mod path;
@@ -22,7 +23,6 @@ use axum::response::Response;
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
-pub use path::Verb;
 pub(crate) use query::Query;
 
 use crate::error::ApiError;
@@ -174,7 +174,7 @@ async fn api(State(app): State<AppState>, req: Request) -> Response {
                     });
                 }
             };
-            resource::serve(resource::Call {
+            resource::serve(call::Call {
                 app: &app,
                 req,
                 query,

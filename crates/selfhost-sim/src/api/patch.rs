@@ -5,7 +5,7 @@
 use axum::response::Response;
 use serde_json::Value;
 
-use super::resource::Call;
+use super::call::Call;
 use super::respond;
 use super::strict::{self, FieldValidation, PatchedOrder, scan, shown};
 use crate::error::ApiError;

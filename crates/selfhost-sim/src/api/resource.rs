@@ -4,50 +4,15 @@
 use std::sync::Arc;
 
 use axum::response::Response;
-use bytes::Bytes;
-use http::HeaderMap;
 use serde_json::Value;
 
-use super::path::{ResourceRequest, Verb};
-use super::query::Query;
+use super::call::Call;
 use super::strict::FieldValidation;
-use super::{AppState, body, patch, respond, watch};
+use super::{body, patch, respond, watch};
 use crate::error::ApiError;
 use crate::resources;
-use crate::store::{Deletion, ListOptions, Subresource, meta};
-
-/// The parts of a request the handlers read.
-pub(crate) struct Call<'a> {
-    pub(crate) app: &'a AppState,
-    pub(crate) req: ResourceRequest,
-    pub(crate) query: Query,
-    pub(crate) headers: &'a HeaderMap,
-    pub(crate) body: Bytes,
-}
-
-impl Call<'_> {
-    pub(crate) fn namespace(&self) -> &str {
-        self.req.namespace.as_deref().unwrap_or("")
-    }
-
-    pub(crate) fn name(&self) -> &str {
-        self.req.name.as_deref().unwrap_or("")
-    }
-
-    pub(crate) fn subresource(&self) -> Subresource {
-        match self.req.subresource.as_deref() {
-            Some("status") => Subresource::Status,
-            Some("finalize") => Subresource::Finalize,
-            _ => Subresource::Main,
-        }
-    }
-
-    pub(crate) fn user_agent(&self) -> Option<&str> {
-        self.headers
-            .get(http::header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-    }
-}
+use crate::store::{Deletion, ListOptions, meta};
+use crate::verb::Verb;
 
 /// Serves a resource request.
 pub(crate) async fn serve(call: Call<'_>) -> Response {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::resource::Call;
+use super::call::Call;
 use super::respond;
 use crate::error::ApiError;
 use crate::resources::ResourceType;

@@ -10,7 +10,6 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
 use super::model::{Leadership, Role};
-use super::recorder::AvailabilityRecorder;
 
 /// Who acted for a role from some moment on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,12 +34,10 @@ impl LeaderTimeline {
     fn lock(&self) -> MutexGuard<'_, Vec<LeaderSample>> {
         self.samples.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-impl AvailabilityRecorder {
     /// Records who acts for `role` if it changed.
-    pub(crate) fn record_leader(&self, role: Role, leadership: &Leadership) {
-        let mut samples = self.leaders.lock();
+    pub(crate) fn record(&self, role: Role, leadership: &Leadership) {
+        let mut samples = self.lock();
         let last = samples.iter().rev().find(|s| s.role == role);
         if last.is_some_and(|s| s.leadership == *leadership) {
             return;
@@ -53,22 +50,22 @@ impl AvailabilityRecorder {
         });
     }
 
-    /// Every leadership sample of `role` so far, oldest first.
-    pub fn leader_samples(&self, role: Role) -> Vec<LeaderSample> {
-        let samples = self.leaders.lock();
+    /// Every sample of `role` so far, oldest first.
+    pub(crate) fn samples(&self, role: Role) -> Vec<LeaderSample> {
+        let samples = self.lock();
         samples.iter().filter(|s| s.role == role).cloned().collect()
     }
 
     /// The intervals within `[from, to]` during which nobody acted for `role` (before the
     /// first sample the model was not deciding yet, which counts as acting: the controllers
     /// run ungated while a cluster bootstraps).
-    pub fn leaderless_intervals(
+    pub(crate) fn leaderless_intervals(
         &self,
         role: Role,
         from: Instant,
         to: Instant,
     ) -> Vec<(Instant, Instant)> {
-        let samples = self.leader_samples(role);
+        let samples = self.samples(role);
         let mut out = Vec::new();
         let mut vacant_since = match samples.iter().rev().find(|s| s.at <= from) {
             Some(s) if s.leadership == Leadership::Vacant => Some(from),
@@ -94,7 +91,7 @@ impl AvailabilityRecorder {
     }
 
     /// The longest stretch without a leader for `role` in `[from, to]`.
-    pub fn longest_leaderless(&self, role: Role, from: Instant, to: Instant) -> Duration {
+    pub(crate) fn longest_leaderless(&self, role: Role, from: Instant, to: Instant) -> Duration {
         self.leaderless_intervals(role, from, to)
             .iter()
             .map(|(a, b)| b.duration_since(*a))
@@ -103,7 +100,7 @@ impl AvailabilityRecorder {
     }
 
     /// The total time without a leader for `role` in `[from, to]`.
-    pub fn total_leaderless(&self, role: Role, from: Instant, to: Instant) -> Duration {
+    pub(crate) fn total_leaderless(&self, role: Role, from: Instant, to: Instant) -> Duration {
         self.leaderless_intervals(role, from, to)
             .iter()
             .map(|(a, b)| b.duration_since(*a))
@@ -133,26 +130,26 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn leaderless_intervals_are_per_role_and_cover_the_window() {
-        let r = AvailabilityRecorder::default();
+        let r = LeaderTimeline::default();
         let cm = Role::ControllerManager;
         let t0 = Instant::now();
-        r.record_leader(cm, &Leadership::Ungated);
-        r.record_leader(Role::Scheduler, &Leadership::Ungated);
+        r.record(cm, &Leadership::Ungated);
+        r.record(Role::Scheduler, &Leadership::Ungated);
         tokio::time::advance(Duration::from_secs(1)).await;
-        r.record_leader(cm, &held("a"));
-        r.record_leader(cm, &held("a"));
+        r.record(cm, &held("a"));
+        r.record(cm, &held("a"));
         tokio::time::advance(Duration::from_secs(1)).await;
-        r.record_leader(cm, &Leadership::Vacant);
-        r.record_leader(Role::Scheduler, &Leadership::Vacant);
+        r.record(cm, &Leadership::Vacant);
+        r.record(Role::Scheduler, &Leadership::Vacant);
         tokio::time::advance(Duration::from_secs(15)).await;
-        r.record_leader(cm, &held("b"));
+        r.record(cm, &held("b"));
         tokio::time::advance(Duration::from_secs(2)).await;
-        r.record_leader(cm, &Leadership::Vacant);
+        r.record(cm, &Leadership::Vacant);
         tokio::time::advance(Duration::from_secs(3)).await;
         let end = Instant::now();
         let secs = |d: Duration| d.as_secs_f64().round() as u64;
 
-        assert_eq!(r.leader_samples(cm).len(), 5, "repeats are not samples");
+        assert_eq!(r.samples(cm).len(), 5, "repeats are not samples");
         assert_eq!(r.leaderless_intervals(cm, t0, end).len(), 2);
         assert_eq!(secs(r.longest_leaderless(cm, t0, end)), 15);
         assert_eq!(secs(r.total_leaderless(cm, t0, end)), 18);

@@ -12,6 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::leader_timeline::{LeaderSample, LeaderTimeline};
+use super::model::{Leadership, Role};
 use crate::controllers::kubelet::PodRef;
 
 /// The API's state from some moment on.
@@ -64,7 +66,7 @@ pub struct AvailabilityRecorder {
     timeline: Arc<Mutex<Timeline>>,
     api_up: Arc<watch::Sender<bool>>,
     /// Who acted for the controller-manager and the scheduler (see `leader_timeline`).
-    pub(super) leaders: super::leader_timeline::LeaderTimeline,
+    leaders: LeaderTimeline,
 }
 
 impl Default for AvailabilityRecorder {
@@ -215,6 +217,38 @@ impl AvailabilityRecorder {
             return None;
         }
         Some(last.at)
+    }
+
+    /// Records who acts for `role` if it changed.
+    pub(crate) fn record_leader(&self, role: Role, leadership: &Leadership) {
+        self.leaders.record(role, leadership);
+    }
+
+    /// Every leadership sample of `role` so far, oldest first.
+    pub fn leader_samples(&self, role: Role) -> Vec<LeaderSample> {
+        self.leaders.samples(role)
+    }
+
+    /// The intervals within `[from, to]` during which nobody acted for `role` (before the
+    /// first sample the model was not deciding yet, which counts as acting: the controllers
+    /// run ungated while a cluster bootstraps).
+    pub fn leaderless_intervals(
+        &self,
+        role: Role,
+        from: Instant,
+        to: Instant,
+    ) -> Vec<(Instant, Instant)> {
+        self.leaders.leaderless_intervals(role, from, to)
+    }
+
+    /// The longest stretch without a leader for `role` in `[from, to]`.
+    pub fn longest_leaderless(&self, role: Role, from: Instant, to: Instant) -> Duration {
+        self.leaders.longest_leaderless(role, from, to)
+    }
+
+    /// The total time without a leader for `role` in `[from, to]`.
+    pub fn total_leaderless(&self, role: Role, from: Instant, to: Instant) -> Duration {
+        self.leaders.total_leaderless(role, from, to)
     }
 }
 

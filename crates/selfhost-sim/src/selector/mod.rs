@@ -9,9 +9,11 @@
 mod field;
 mod label;
 mod parse;
+mod requirement;
 
 pub use field::{FieldRequirement, FieldSelector, selectable_fields};
-pub use label::{LabelSelector, Operator, Requirement};
+pub use label::LabelSelector;
+pub use requirement::{Operator, Requirement};
 
 use crate::error::ApiError;
 

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use super::SelectorError;
-use super::label::{Operator, Requirement};
-use crate::validation::names;
+use super::requirement::{Operator, Requirement};
+use crate::names;
 
 /// Parses a selector string into its requirements (unsorted).
 pub(super) fn parse(input: &str) -> Result<Vec<Requirement>, SelectorError> {

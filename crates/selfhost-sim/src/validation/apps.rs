@@ -4,9 +4,9 @@ use serde_json::Value;
 
 use super::FieldErrors;
 use super::meta::{validate_annotations, validate_labels};
-use super::names;
 use super::pod::validate_template_spec;
 use super::render::{go_label_selector, go_string_map, go_value, int_or_string};
+use crate::names;
 use crate::selector::LabelSelector;
 
 const PERCENT_ERROR: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";

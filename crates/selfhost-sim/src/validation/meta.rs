@@ -3,8 +3,8 @@
 use serde_json::Value;
 
 use super::FieldErrors;
-use super::names;
 use super::render::go_value;
+use crate::names;
 use crate::resources::ResourceType;
 
 /// Largest total size of all annotations (keys and values), in bytes.

@@ -18,7 +18,6 @@
 
 mod apps;
 mod meta;
-pub mod names;
 mod pod;
 mod render;
 

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::FieldErrors;
-use super::names;
 use super::render::go_value;
+use crate::names;
 
 const RESTART_POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
 const DNS_POLICIES: &[&str] = &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"];

@@ -3,7 +3,7 @@
 mod ambiguous_holder;
 mod attribution;
 mod backing_up;
-pub(crate) mod builder;
+mod builder;
 mod builder_backup;
 mod builder_rollout;
 mod drain;

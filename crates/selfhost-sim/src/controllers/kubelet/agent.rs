@@ -11,7 +11,7 @@ use super::config::KubeletConfig;
 use super::images::Registry;
 use super::node::{NodeHealth, node_conditions};
 use super::pod::{PodSource, PodWorker, grace_period};
-use super::ports::PortTable;
+use super::port_table::PortTable;
 use super::probe::{OwnProcessReadiness, ReadinessModel};
 use super::process::{Process, ProcessId};
 use super::report::{ContainerView, KubeletReport, PodRef, StatusUpdate};

@@ -13,9 +13,10 @@ use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::jiff::Timestamp;
 
 use super::images::{ImageBehaviour, ImageRef, InvalidImageName, Registry};
-use super::process::{ProcessId, stable_hex};
+use super::process::ProcessId;
 use super::report::{KubeletEvent, PodRef};
 use super::runtime::NodeRuntime;
+use super::stable_id::stable_hex;
 use crate::controllers::clock;
 
 /// A container instance that has exited.

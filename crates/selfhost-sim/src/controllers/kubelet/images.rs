@@ -293,7 +293,7 @@ impl Registry {
     pub fn digest(image: &ImageRef) -> String {
         format!(
             "sha256:{}",
-            super::process::stable_hex(&image.to_string(), 64)
+            super::stable_id::stable_hex(&image.to_string(), 64)
         )
     }
 }

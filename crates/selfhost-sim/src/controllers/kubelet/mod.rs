@@ -20,12 +20,14 @@ mod duration_text;
 mod images;
 mod node;
 mod pod;
+mod port_table;
 mod ports;
 mod probe;
 mod process;
 mod pull;
 mod report;
 mod runtime;
+mod stable_id;
 mod static_pods;
 mod status;
 
@@ -37,14 +39,16 @@ pub use images::{
     PAUSE_IMAGES, Registry,
 };
 pub use node::{NODE_LEASE_NAMESPACE, NodeHealth, node_conditions, node_lease, registration};
+pub use port_table::{AddressInUse, PortTable};
 pub use ports::{
-    AddressInUse, HostPort, PortClaim, PortTable, Protocol, binary_name, bool_flag,
-    default_secure_port, flag_value, port_claim,
+    HostPort, PortClaim, Protocol, binary_name, bool_flag, default_secure_port, flag_value,
+    port_claim,
 };
 pub use probe::{BindContext, OwnProcessReadiness, ProbeContext, ProbeResult, ReadinessModel};
-pub use process::{Exit, Process, ProcessId, ProcessState, stable_hex, stable_uuid};
+pub use process::{Exit, Process, ProcessId, ProcessState};
 pub use report::{ContainerView, KubeletEvent, KubeletReport, PodRef, StatusUpdate};
 pub use runtime::SIGKILL_EXIT_CODE;
+pub use stable_id::{stable_hex, stable_uuid};
 pub use static_pods::{
     CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SEEN_ANNOTATION,
     CONFIG_SOURCE_ANNOTATION, ManifestError, config_hash, is_mirror_pod, mirror_hash, mirror_pod,

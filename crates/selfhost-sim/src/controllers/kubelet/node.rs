@@ -166,18 +166,18 @@ pub fn registration(
             conditions: Some(node_conditions(&[], NodeHealth::Ready, now)),
             node_info: Some(NodeSystemInfo {
                 architecture: "amd64".into(),
-                boot_id: super::process::stable_uuid(&format!("boot/{}", config.node_name)),
+                boot_id: super::stable_id::stable_uuid(&format!("boot/{}", config.node_name)),
                 container_runtime_version: "containerd://2.0.5".into(),
                 kernel_version: "6.8.0-sim".into(),
                 kube_proxy_version: String::new(),
                 kubelet_version: config.kubelet_version.clone(),
-                machine_id: super::process::stable_hex(
+                machine_id: super::stable_id::stable_hex(
                     &format!("machine/{}", config.node_name),
                     32,
                 ),
                 operating_system: "linux".into(),
                 os_image: "selfhost simulated node".into(),
-                system_uuid: super::process::stable_uuid(&format!("system/{}", config.node_name)),
+                system_uuid: super::stable_id::stable_uuid(&format!("system/{}", config.node_name)),
                 ..NodeSystemInfo::default()
             }),
             ..NodeStatus::default()

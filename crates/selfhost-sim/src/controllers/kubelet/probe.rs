@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::config::Timings;
 use super::images::ImageBehaviour;
-use super::ports::PortTable;
+use super::port_table::PortTable;
 use super::process::{Exit, Process, ProcessId, ProcessState};
 use crate::controllers::clock;
 

@@ -10,10 +10,12 @@ use k8s_openapi::jiff::Timestamp;
 use super::config::Timings;
 use super::duration_text::parse_go_duration;
 use super::images::{ImageBehaviour, ImageRef};
-use super::ports::{self, PortTable};
+use super::port_table::PortTable;
+use super::ports;
 use super::probe::{BindContext, ProbeContext, ProbeResult, ReadinessModel};
-use super::process::{Exit, Process, ProcessId, ProcessState, one_shot_exit, stable_uuid};
+use super::process::{Exit, Process, ProcessId, ProcessState, one_shot_exit};
 use super::report::KubeletEvent;
+use super::stable_id::stable_uuid;
 use crate::controllers::backoff::Backoff;
 use crate::controllers::clock;
 

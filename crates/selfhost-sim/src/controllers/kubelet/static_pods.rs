@@ -10,10 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::process::stable_hex;
+use super::stable_id::stable_hex;
 use crate::controllers::objects;
 use crate::controllers::taints;
-use crate::validation::names;
+use crate::names;
 
 /// Annotation with the static pod's hash (also its uid on the node).
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
