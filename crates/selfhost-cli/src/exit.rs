@@ -3,6 +3,8 @@
 use std::fmt;
 use std::process::ExitCode;
 
+use selfhost::ErrorKind;
+
 /// How a command ended, as the exit code tells scripts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -70,6 +72,22 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:#}", self.error)
+    }
+}
+
+/// An engine error ends the command with the outcome its kind calls for.
+impl From<selfhost::Error> for CliError {
+    fn from(error: selfhost::Error) -> Self {
+        let outcome = match error.kind() {
+            ErrorKind::BadInput => Outcome::BadInput,
+            ErrorKind::Refused => Outcome::Refused,
+            ErrorKind::Failed => Outcome::RolledBack,
+            ErrorKind::NotRestored => Outcome::NotRestored,
+        };
+        CliError {
+            outcome,
+            error: error.into(),
+        }
     }
 }
 

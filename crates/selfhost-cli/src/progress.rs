@@ -14,7 +14,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use selfhost::events::{Event, Stamped};
+use selfhost::{Event, Stamped};
 
 /// Frames of the spinner (braille dots, as most terminals' fonts have them).
 const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
@@ -405,7 +405,7 @@ mod tests {
         assert_eq!(strip(&coloured), plain, "the same text, only coloured");
 
         let finished = Event::ComponentFinished {
-            component: selfhost_core::Component::ApiServer,
+            component: selfhost::Component::ApiServer,
             outcome: "rolled-back".into(),
             message: "m".into(),
             elapsed_seconds: 1.0,

@@ -54,10 +54,16 @@ pub fn print(text: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Writes one value as a single JSON line on stdout (`-o json` event streams).
+/// Writes one value as a single JSON line on stdout (`-o json` event streams). An object gets
+/// the `schema` of the stream's shape, so that a program reading it can tell a shape it does
+/// not know.
 pub fn json_line<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     use anyhow::Context;
-    let line = serde_json::to_string(value).context("rendering JSON")?;
+    let mut value = serde_json::to_value(value).context("rendering JSON")?;
+    if let serde_json::Value::Object(fields) = &mut value {
+        fields.insert("schema".into(), selfhost::EVENTS_SCHEMA.into());
+    }
+    let line = serde_json::to_string(&value).context("rendering JSON")?;
     print(&(line + "\n"))
 }
 
@@ -73,9 +79,7 @@ pub fn structured<T: serde::Serialize>(
 ) -> anyhow::Result<String> {
     use anyhow::Context;
     Ok(match format {
-        crate::args::OutputFormat::Yaml => {
-            selfhost_core::render::to_yaml(value).context("rendering YAML")?
-        }
+        crate::args::OutputFormat::Yaml => selfhost::to_yaml(value).context("rendering YAML")?,
         _ => serde_json::to_string_pretty(value).context("rendering JSON")? + "\n",
     })
 }

@@ -15,12 +15,12 @@
 
 use std::time::{Duration, Instant};
 
-use selfhost::apply::{ApplyOptions, RunOutcome, apply};
-use selfhost::client::{KubeconfigSource, connect_with};
-use selfhost::events::Events;
-use selfhost::observe::Observer;
-use selfhost::plan::{PlanRequest, make_plan};
-use selfhost::retry::RetryPolicy;
+use selfhost::Events;
+use selfhost::Observer;
+use selfhost::RetryPolicy;
+use selfhost::{ApplyOptions, RunOutcome, apply};
+use selfhost::{KubeconfigSource, connect_with};
+use selfhost::{PlanRequest, make_plan};
 use selfhost_core::KubeVersion;
 use selfhost_core::skew::SkewFlags;
 use selfhost_sim::bootstrap::BootstrapMode;

@@ -22,10 +22,10 @@ use crate::retry::{RetryPolicy, with_retries};
 /// How many reviews are asked at once.
 const REVIEWS_IN_FLIGHT: usize = 4;
 
-pub use crate::permission::{Permission, RBAC_MANIFEST, UPGRADER, VIEWER};
+pub use crate::permission::{Permission, RBAC_MANIFEST};
 
-/// What every command that looks at the control plane needs: the watched caches (view.rs),
-/// the node list (observe.rs) and the health and version probes (health.rs).
+/// What every command that looks at the control plane needs: the watched caches (cluster_view.rs),
+/// the node list (observer.rs) and the health and version probes (health.rs).
 pub fn observe() -> Vec<Permission> {
     let mut needs = Vec::new();
     for verb in ["list", "watch"] {
@@ -50,7 +50,7 @@ pub fn cluster_config() -> Vec<Permission> {
     vec![Permission::in_kube_system("get", "", "configmaps").named(CONFIGMAP_NAME)]
 }
 
-/// The writes of an upgrade (execute.rs), each on the objects it touches.
+/// The writes of an upgrade (api_write.rs), each on the objects it touches.
 pub fn upgrade() -> Vec<Permission> {
     let daemonset = |verb: &str| Permission::in_kube_system(verb, "apps", "daemonsets");
     let mut needs = vec![daemonset("create")];

@@ -102,19 +102,33 @@ pub(crate) trait Change {
     fn without_effect(&mut self, step: &StepName) -> Result<Option<ComponentOutcome>, Self::Error>;
 }
 
-/// Whether the run makes its writes for real or as server-side dry runs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DriveOptions {
-    /// Server-side dry run: the change ends at its first wait, or once the API server has
-    /// accepted its first write.
-    pub dry_run: bool,
+/// Whether the run makes its writes for real or as server-side dry runs, and how far a dry
+/// run goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DriveMode {
+    /// Every write for real.
+    #[default]
+    Real,
+    /// Server-side dry run of what the cluster shows now: the change ends at its first wait,
+    /// or once the API server has accepted its first write (what follows depends on how the
+    /// cluster takes that write, which a dry run cannot show).
+    DryRunFirstChange,
+    /// Server-side dry run of the whole change on a prediction: the change's own `act` and
+    /// `next_change` advance the prediction, so the loop goes on to the end.
+    DryRunPredicted,
+}
+
+impl DriveMode {
+    fn dry_run(self) -> bool {
+        self != DriveMode::Real
+    }
 }
 
 /// Runs `change` until an outcome, reporting to `events`; `cancel` stops it at the next
 /// safe point (before an action or during a wait).
 pub(crate) async fn drive<C: Change>(
     change: &mut C,
-    options: DriveOptions,
+    mode: DriveMode,
     events: &Events,
     cancel: &CancellationToken,
 ) -> Result<ComponentOutcome, C::Error> {
@@ -144,7 +158,7 @@ pub(crate) async fn drive<C: Change>(
             _ if cancel.is_cancelled() => {
                 break ComponentOutcome::Interrupted { step: step.name };
             }
-            Decision::Wait { condition, .. } if options.dry_run => {
+            Decision::Wait { condition, .. } if mode == DriveMode::DryRunFirstChange => {
                 break ComponentOutcome::DryRun {
                     summary: format!("would now wait: {condition}"),
                     writes: 0,
@@ -196,9 +210,9 @@ pub(crate) async fn drive<C: Change>(
                     component,
                     step: step.name.clone(),
                     detail: detail.clone(),
-                    dry_run: options.dry_run,
+                    dry_run: mode.dry_run(),
                 });
-                if options.dry_run {
+                if mode == DriveMode::DryRunFirstChange {
                     break ComponentOutcome::DryRun {
                         summary: format!("the API server accepted (dry run): {detail}"),
                         writes: 1,

@@ -8,6 +8,10 @@ use tokio::time::Instant;
 
 use crate::outcome::ComponentOutcome;
 
+/// Version of the shape of `-o json` lines (events, plan, result); bumped when a field is
+/// removed, renamed or changes meaning, not when one is added.
+pub const EVENTS_SCHEMA: &str = "selfhost.dev/events/v1";
+
 /// One thing that happened during a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]

@@ -60,7 +60,7 @@ async fn probe(client: &kube::Client, path: &str) -> Health {
         Err(ref err @ kube::Error::Api(ref status)) if status.code == 403 => Health {
             healthy: false,
             checks: vec![],
-            problem: Some(crate::error::describe(err)),
+            problem: Some(crate::api_call::describe(err)),
         },
         Err(kube::Error::Api(status)) => {
             // kube turns a plain-text error body into a Status whose message is that body.
@@ -88,7 +88,7 @@ async fn probe(client: &kube::Client, path: &str) -> Health {
         Err(other) => Health {
             healthy: false,
             checks: vec![],
-            problem: Some(crate::error::describe(&other)),
+            problem: Some(crate::api_call::describe(&other)),
         },
     }
 }
@@ -96,11 +96,6 @@ async fn probe(client: &kube::Client, path: &str) -> Health {
 /// `GET /readyz?verbose`.
 pub async fn readyz(probe_client: &kube::Client) -> Health {
     probe(probe_client, "/readyz?verbose").await
-}
-
-/// `GET /livez?verbose`.
-pub async fn livez(probe_client: &kube::Client) -> Health {
-    probe(probe_client, "/livez?verbose").await
 }
 
 /// Why the API server's version could not be read.
@@ -119,7 +114,7 @@ pub async fn server_version(probe_client: &kube::Client) -> Result<KubeVersion, 
     let info = probe_client
         .apiserver_version()
         .await
-        .map_err(|e| VersionError::Request(crate::error::describe(&e)))?;
+        .map_err(|e| VersionError::Request(crate::api_call::describe(&e)))?;
     Ok(KubeVersion::from_git_version(&info.git_version)?)
 }
 

@@ -1,31 +1,95 @@
 //! The selfhost engine: connects to a cluster through kube-rs, observes it, and carries out
-//! the steps the pure state machine of `selfhost-core` decides on.
+//! the steps the pure decisions of `selfhost-core` choose.
+//!
+//! This root is the front door; every module behind it is private:
+//! - [`Cluster::connect`] for a self-hosted cluster, then [`Cluster::status`],
+//!   [`Cluster::plan`], [`Cluster::prepull`] and [`Cluster::apply`];
+//! - [`NodeConversion::connect`] for converting a node, then [`NodeConversion::plan`] and
+//!   [`NodeConversion::run`];
+//! - [`manifests`] and [`read_config_file`], which need no cluster;
+//! - one root [`Error`], whose [`Error::kind`] says what kind of failure it is;
+//! - [`report`]: a run's events, measured disruption and recording, for reports.
+//!
+//! The lower-level pieces (the observer, the upgrade loop, the clients) are exported too, for
+//! the engine's own tests and benchmarks and for tools that embed the engine.
 
-pub mod access;
-pub mod apply;
-pub mod client;
-pub mod convert;
+mod access;
+mod api_call;
+mod api_write;
+mod client;
+mod cluster;
+mod cluster_view;
+mod config_file;
+mod connect;
+mod convert;
 mod driver;
-pub mod error;
-pub mod events;
-pub mod execute;
-pub mod health;
-pub mod identity;
-pub mod measure;
-pub mod observe;
-pub mod outcome;
-pub mod permission;
-pub mod plan;
-pub mod prepull;
-pub mod reconnect;
-pub mod record;
-pub mod retry;
-pub mod stopped;
-pub mod target;
-pub mod upgrade;
-pub mod view;
+mod error;
+mod events;
+mod health;
+mod identity;
+mod manifests;
+mod measure;
+mod node_conversion;
+mod observer;
+mod outcome;
+mod permission;
+mod plan;
+mod prepull;
+mod reconnect;
+mod recording;
+mod retry;
+mod status;
+mod stopped;
+mod target;
+mod upgrade;
 
-pub use client::{ClientArgs, ClientError, Clients, RequestCount, connect};
-pub use error::{ApiCallError, FailureKind};
+pub use api_call::{ApiCallError, FailureKind};
+pub use client::{ClientArgs, ClientError, Clients, KubeconfigSource, RequestCount, connect_with};
+pub use cluster::{Cluster, Command};
+pub use cluster_view::{ClusterView, ViewTimeout};
+pub use config_file::{ConfigFile, ConfigFileError, read_config_file};
+pub use connect::ConnectError;
+pub use convert::conversion_view::ConversionView;
+pub use convert::files::FilesError;
+pub use convert::{
+    ComponentFigures, ComponentPlan as ComponentConversionPlan, ConversionPlan, ConvertError,
+    ConvertReport, ConvertRequest, DEFAULT_DEADLINE as DEFAULT_CONVERT_DEADLINE, convert,
+};
+pub use error::{Error, ErrorKind};
+pub use events::{EVENTS_SCHEMA, Event, Events, Stamped};
+pub use health::{Health, readyz, server_version};
+pub use manifests::{ManifestEncoding, ManifestForm, ManifestsError, manifests};
+pub use node_conversion::NodeConversion;
+pub use observer::Observer;
 pub use outcome::ComponentOutcome;
+pub use plan::{ComponentPlan, PLAN_SCHEMA, Plan, PlanError, PlanRequest, RunningPod, make_plan};
+pub use prepull::{
+    PrepullError, PrepullOptions, PrepullProgress, images_to_prepull, prepull,
+    record as record_prepull, skip as skip_prepull,
+};
 pub use retry::{RetryPolicy, with_retries};
+pub use status::{ComponentStatus, ControlPlaneStatus};
+pub use target::{TargetError, Targets, TemplateSource};
+pub use upgrade::{ApplyOptions, RunOutcome, RunReport, apply};
+pub use upgrade::{ExecuteError, ExecuteOptions};
+
+pub use selfhost_core::component::NAMESPACE;
+/// The domain's words from `selfhost-core` that the front door speaks in.
+pub use selfhost_core::config::ClusterConfig;
+pub use selfhost_core::conversion::decide::Direction;
+pub use selfhost_core::disruption::{ApiImpact, ExpectedDisruption};
+pub use selfhost_core::observation::ApiHealth;
+pub use selfhost_core::pivot::{DEFAULT_DEADLINE as DEFAULT_UPGRADE_DEADLINE, PivotOptions};
+pub use selfhost_core::preflight::{Check, Verdict};
+pub use selfhost_core::prepull::{DEFAULT_PREPULL_DEADLINE, PREPULL_LABEL, PrepullOutcome};
+pub use selfhost_core::render::to_yaml;
+pub use selfhost_core::skew::{SUPPORTED_VERSIONS, SkewFlags};
+pub use selfhost_core::{Component, KubeVersion};
+
+/// A run as reports show it: the engine's events, what it measured, and a recording of the
+/// cluster taken beside it.
+pub mod report {
+    pub use crate::measure::{ComponentDisruption, LeaderChange, MeasuredDisruption};
+    pub use crate::recording::{Recorded, Recording, markers};
+    pub use selfhost_core::report::*;
+}

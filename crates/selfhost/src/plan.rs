@@ -15,8 +15,8 @@ use selfhost_core::skew::{SUPPORTED_VERSIONS, SkewFlags};
 use selfhost_core::version::KubeVersion;
 use serde::Serialize;
 
-use crate::error::ApiCallError;
-use crate::observe::Observer;
+use crate::api_call::ApiCallError;
+use crate::observer::Observer;
 use crate::retry::RetryPolicy;
 use crate::target::{TargetError, Targets, TemplateSource, cluster_config, targets};
 

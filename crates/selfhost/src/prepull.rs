@@ -28,11 +28,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{ApiCallError, FailureKind};
+use crate::api_call::{ApiCallError, FailureKind};
+use crate::cluster_view::{Shared, spawn_reflector, spawn_reflector_with};
 use crate::plan::Plan;
 use crate::retry::{RetryPolicy, with_retries};
 use crate::target::Targets;
-use crate::view::{Shared, spawn_reflector, spawn_reflector_with};
 
 /// How long the removal of the prepull DaemonSets may take. Their pods have no grace period,
 /// so this only covers the garbage collector's and the kubelets' latency.
@@ -62,6 +62,11 @@ impl Default for PrepullOptions {
 /// What a running prepull reports, for progress displays.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrepullProgress {
+    /// The images about to be pulled (none: nothing to prove, every pod runs them already).
+    Starting {
+        /// The images.
+        images: Vec<String>,
+    },
     /// A prepull DaemonSet was created.
     Created {
         /// Its component.
@@ -118,6 +123,16 @@ pub fn images_to_prepull(plan: &Plan, targets: &Targets) -> Vec<PrepullImage> {
 pub fn record(plan: &mut Plan, outcome: &PrepullOutcome) {
     plan.preflight.checks.push(images_pullable_check(outcome));
     plan.proceeds = plan.preflight.allows();
+}
+
+/// Records the `images-pullable` check as not run, and why.
+pub fn skip(plan: &mut Plan, reason: &str) {
+    record(
+        plan,
+        &PrepullOutcome::NotRun {
+            reason: reason.to_string(),
+        },
+    );
 }
 
 /// Proves every node can pull and run `images`, and leaves nothing behind.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::{ApiCallError, FailureKind, retry_after};
+use crate::api_call::{ApiCallError, FailureKind, retry_after};
 
 /// How many times a 403 is tried again (see [`with_retries`]).
 const FORBIDDEN_RETRIES: u32 = 2;

@@ -19,7 +19,7 @@ use selfhost_core::observation::DaemonSetObservation;
 use selfhost_core::version::KubeVersion;
 use serde::Serialize;
 
-use crate::error::{ApiCallError, FailureKind};
+use crate::api_call::{ApiCallError, FailureKind};
 use crate::retry::{RetryPolicy, with_retries};
 
 /// Where the target templates come from.

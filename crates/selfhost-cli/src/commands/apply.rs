@@ -4,11 +4,10 @@
 //! command that resumes.
 
 use anyhow::anyhow;
-use selfhost::apply::{ApplyOptions, RunOutcome, apply};
-use selfhost::plan::make_plan;
-use selfhost::retry::RetryPolicy;
-use selfhost::upgrade::ExecuteOptions;
-use selfhost_core::pivot::PivotOptions;
+use selfhost::{
+    ApplyOptions, Command, DEFAULT_UPGRADE_DEADLINE, ExecuteOptions, PivotOptions, RetryPolicy,
+    RunOutcome,
+};
 
 use crate::args::{ApplyArgs, GlobalArgs, OutputFormat};
 use crate::exit::{CliError, Outcome};
@@ -60,28 +59,15 @@ pub async fn run_traced(
     trace: &mut RunTrace,
 ) -> Result<Outcome, CliError> {
     let request = super::plan::request(&args.target, args.config.as_ref(), &args.flags)?;
-    let deadline = args
-        .timeout
-        .unwrap_or(selfhost_core::pivot::DEFAULT_DEADLINE);
+    let deadline = args.timeout.unwrap_or(DEFAULT_UPGRADE_DEADLINE);
     let json = global.output == OutputFormat::Json;
-    let mut permissions = selfhost::access::upgrade();
-    if args.config.is_none() {
-        permissions.extend(selfhost::access::cluster_config());
-    }
-    if args.flags.prepull {
-        permissions.extend(selfhost::access::prepull());
-    }
-    let needs = super::cluster::Needs {
-        command: "selfhost apply",
-        permissions,
-        role: selfhost::access::UPGRADER,
+    let command = Command::Apply {
+        config_from_cluster: args.config.is_none(),
+        prepull: args.flags.prepull,
     };
-    let (clients, mut observer) = super::cluster::connect(global, needs).await?;
-    trace.connected(&clients);
-    let policy = RetryPolicy::default();
-    let (mut plan, targets, _) = make_plan(&mut observer, &clients.api, &request, &policy)
-        .await
-        .map_err(|e| CliError::from(anyhow::Error::from(e)))?;
+    let mut cluster = super::cluster::connect(global, command).await?;
+    trace.connected(cluster.clients());
+    let (mut plan, targets) = cluster.plan(&request).await?;
     let prepull = super::prepull::skip_unless_requested(&mut plan, args.flags.prepull);
     if !plan.proceeds {
         if !json {
@@ -132,8 +118,8 @@ pub async fn run_traced(
     if prepull {
         // `--timeout` bounds the prepull too when given.
         let prepull_deadline = args.timeout.as_ref().map(|_| deadline);
-        let on = super::prepull::Cluster {
-            client: &clients.api,
+        let on = super::prepull::On {
+            cluster: &cluster,
             cancel: &running.cancel,
             progress: &running.progress,
         };
@@ -151,6 +137,7 @@ pub async fn run_traced(
         json,
         verb: "upgrading",
         dry_run: args.dry_run,
+        verbose: global.verbose > 0,
     });
     let options = ApplyOptions {
         pivot: PivotOptions {
@@ -161,21 +148,15 @@ pub async fn run_traced(
             ..PivotOptions::default()
         },
         execute: ExecuteOptions {
-            retry: policy,
+            retry: RetryPolicy::default(),
             dry_run: args.dry_run,
         },
         resume_command: resume_command(args),
     };
     trace.engine_starting();
-    let result = apply(
-        &mut observer,
-        &clients.api,
-        &targets,
-        &options,
-        &printer.events,
-        &running.cancel,
-    )
-    .await;
+    let result = cluster
+        .apply(&targets, &options, &printer.events, &running.cancel)
+        .await;
     trace.events = printer.finish().await;
     running.end();
     if let Ok(report) = &result {
@@ -183,7 +164,7 @@ pub async fn run_traced(
     }
     let report = result.map_err(|e| CliError {
         outcome: Outcome::NotRestored,
-        error: anyhow!(e).context(format!(
+        error: anyhow::Error::from(e).context(format!(
             "the upgrade stopped; re-run `{}` to continue",
             options.resume_command
         )),
@@ -214,7 +195,7 @@ pub async fn run_traced(
             "outcome": outcome.name(),
             "message": message,
             "disruption": report.disruption,
-            "api_requests": clients.requests.total(),
+            "api_requests": cluster.requests().total(),
         }))?;
     } else {
         for line in super::apply_summary::lines(&report.disruption) {

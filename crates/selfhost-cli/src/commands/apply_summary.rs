@@ -1,8 +1,8 @@
 //! The end of `apply`: per component, the disruption the plan expected on this cluster next to
 //! what the engine measured.
 
-use selfhost::measure::ComponentDisruption;
-use selfhost_core::disruption::{ApiImpact, ExpectedDisruption};
+use selfhost::report::ComponentDisruption;
+use selfhost::{ApiImpact, ExpectedDisruption};
 
 /// The expected effect on API clients, in words.
 fn expected_api(expected: &ExpectedDisruption) -> String {
@@ -78,8 +78,8 @@ pub fn lines(disruption: &[ComponentDisruption]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use selfhost::measure::{LeaderChange, MeasuredDisruption};
-    use selfhost_core::Component;
+    use selfhost::Component;
+    use selfhost::report::{LeaderChange, MeasuredDisruption};
 
     use super::*;
 

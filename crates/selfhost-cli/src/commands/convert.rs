@@ -3,27 +3,17 @@
 //! events on stdout with `-o json`) and the exit codes of docs/design.md. Ctrl-C stops at the
 //! next safe point; running the same command again continues.
 
-use std::time::Duration;
-
 use anyhow::anyhow;
-use selfhost::ComponentOutcome;
-use selfhost::access::{self, AccessCheck, Permission, PermissionsMissing};
-use selfhost::convert::observe::ConversionView;
-use selfhost::convert::{
-    ConversionPlan, ConvertError, ConvertRequest, DEFAULT_DEADLINE, convert, plan, secrets_to_read,
+use selfhost::{
+    ComponentOutcome, ConversionPlan, ConvertRequest, DEFAULT_CONVERT_DEADLINE, Direction,
+    NodeConversion,
 };
-use selfhost::{ClientArgs, Clients, RetryPolicy, health};
-use selfhost_core::config::ClusterConfig;
-use selfhost_core::conversion::decide::Direction;
 
 use crate::args::{ConvertArgs, ConvertDirection, GlobalArgs, NodeArgs, OutputFormat};
 use crate::exit::{CliError, Outcome};
 use crate::ui;
 
 use super::running::{Running, Show};
-
-/// How long the first list of the watched objects may take.
-const FIRST_LIST: Duration = Duration::from_secs(30);
 
 fn this_host() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -58,21 +48,14 @@ fn resume_command(request: &ConvertRequest) -> String {
     command
 }
 
-/// Reads `--config FILE`; every problem is bad input. Notices go to stderr.
-fn read_config(path: &std::path::Path) -> Result<ClusterConfig, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        CliError::bad_input(anyhow!("cannot read --config {}: {e}", path.display()))
-    })?;
-    let parsed = ClusterConfig::from_yaml(&text).map_err(|e| {
-        CliError::bad_input(anyhow!(
-            "--config {} is not a valid kubeadm configuration: {e}",
-            path.display()
-        ))
-    })?;
-    for notice in &parsed.notices {
-        ui::warn(format!("{}: {notice}", path.display()));
+/// An error before the first change: its kind decides the exit code, and the message says
+/// that nothing was changed.
+fn nothing_changed(error: selfhost::Error) -> CliError {
+    let CliError { outcome, error } = CliError::from(error);
+    CliError {
+        outcome,
+        error: error.context("nothing was changed"),
     }
-    Ok(parsed.config)
 }
 
 fn request_from(
@@ -81,7 +64,7 @@ fn request_from(
     certs: bool,
 ) -> Result<ConvertRequest, CliError> {
     let config_file = match &args.config {
-        Some(path) => Some((path.clone(), read_config(path)?)),
+        Some(path) => Some((path.clone(), super::config_file::read_config(path, None)?)),
         None => None,
     };
     // --node, else the node the configuration file registers, else this host's name.
@@ -92,25 +75,13 @@ fn request_from(
             CliError::bad_input(anyhow!("cannot tell this host's name; pass --node NAME"))
         })?,
     };
-    let deadline = args.timeout.unwrap_or(DEFAULT_DEADLINE);
+    let deadline = args.timeout.unwrap_or(DEFAULT_CONVERT_DEADLINE);
     let mut request = ConvertRequest::new(direction, &node, &args.manifests_dir);
     request.certs_in_secrets = certs;
     request.config_file = config_file;
     request.dry_run = args.dry_run;
     request.deadline = deadline;
     Ok(request)
-}
-
-fn classify(error: ConvertError) -> CliError {
-    let outcome = if error.is_bad_input() {
-        Outcome::BadInput
-    } else {
-        Outcome::Refused
-    };
-    CliError {
-        outcome,
-        error: anyhow!(error).context("nothing was changed"),
-    }
 }
 
 fn render_plan(plan: &ConversionPlan) -> String {
@@ -176,73 +147,6 @@ fn render_plan(plan: &ConversionPlan) -> String {
     text
 }
 
-/// How long an unreachable API server is asked again before the run refuses: longer than one
-/// kube-apiserver pod start at real timings.
-const API_COMEBACK: Duration = Duration::from_secs(30);
-
-async fn connect(global: &GlobalArgs) -> Result<Clients, CliError> {
-    let args = ClientArgs {
-        kubeconfig: global.kubeconfig.clone(),
-        context: global.context.clone(),
-    };
-    let clients = selfhost::connect(&args)
-        .await
-        .map_err(CliError::bad_input)?;
-    // A run stopped right after restarting this node's static kube-apiserver (to add port
-    // sharing) is re-run while that one pod starts: the API comes back by itself, so an
-    // unreachable server is asked again for a while before the run refuses.
-    let until = tokio::time::Instant::now() + API_COMEBACK;
-    let mut ready = health::readyz(&clients.probe).await;
-    let mut warned = false;
-    while !ready.healthy && ready.checks.is_empty() && tokio::time::Instant::now() < until {
-        // Said once: a line every half second would bury the rest of the output.
-        if !warned {
-            tracing::warn!(
-                "cannot reach the API server {} yet ({}); asking again for up to {}s",
-                clients.server,
-                ready.problem.as_deref().unwrap_or_default(),
-                API_COMEBACK.as_secs()
-            );
-            warned = true;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        ready = health::readyz(&clients.probe).await;
-    }
-    if !ready.healthy && ready.checks.is_empty() {
-        return Err(CliError {
-            outcome: Outcome::Refused,
-            error: anyhow!(
-                "cannot reach the API server {} (context {}): {}; nothing was changed",
-                clients.server,
-                clients.context,
-                ready.problem.unwrap_or_default()
-            ),
-        });
-    }
-    Ok(clients)
-}
-
-/// Refuses (exit 3, nothing changed) when the credentials lack any of `needs`, naming each;
-/// goes on when the server cannot be asked (a missing permission then shows when used).
-async fn check_access(clients: &Clients, needs: &[Permission]) -> Result<(), CliError> {
-    match access::check(&clients.api, needs, &RetryPolicy::default()).await {
-        AccessCheck::Granted => Ok(()),
-        AccessCheck::Missing(missing) => Err(CliError {
-            outcome: Outcome::Refused,
-            error: PermissionsMissing {
-                command: "selfhost convert".into(),
-                role: access::UPGRADER.into(),
-                missing,
-            }
-            .into(),
-        }),
-        AccessCheck::Unknown(why) => {
-            tracing::warn!("cannot check the permissions up front ({why}); going on");
-            Ok(())
-        }
-    }
-}
-
 fn result_line(json: bool, outcome: &str, message: &str, backup_dir: &str) -> Result<(), CliError> {
     if json {
         ui::json_line(&serde_json::json!({
@@ -260,26 +164,11 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
     };
     let request = request_from(direction, node_args, certs)?;
     let json = global.output == OutputFormat::Json;
-    let clients = connect(global).await?;
-    let mut permissions = access::observe();
-    permissions.extend(access::convert(&request.node, certs, &[]));
-    if request.config_file.is_none() {
-        permissions.extend(access::cluster_config());
-    }
-    check_access(&clients, &permissions).await?;
-    let mut view = ConversionView::start(&clients.api);
-    view.ready(FIRST_LIST).await.map_err(|e| CliError {
-        outcome: Outcome::Refused,
-        error: e.into(),
-    })?;
-    // What to-static reads depends on the DaemonSets and the node's files: asked once known.
-    let reads = secrets_to_read(&view, &request);
-    if !reads.is_empty() {
-        check_access(&clients, &access::read_secrets(&reads)).await?;
-    }
-    let plan = plan(&mut view, &clients.api, &request)
+    let mut node = NodeConversion::connect(&super::cluster::client_args(global), request)
         .await
-        .map_err(classify)?;
+        .map_err(nothing_changed)?;
+    let plan = node.plan().await.map_err(nothing_changed)?;
+    let request = node.request().clone();
     if json {
         ui::json_line(&serde_json::json!({"event": "plan", "plan": plan}))?;
     } else {
@@ -324,21 +213,15 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
         json,
         verb: "converting",
         dry_run: request.dry_run,
+        verbose: global.verbose > 0,
     });
-    let result = convert(
-        &clients,
-        &mut view,
-        &request,
-        &printer.events,
-        &running.cancel,
-    )
-    .await;
+    let result = node.run(&printer.events, &running.cancel).await;
     printer.finish().await;
     running.end();
     let resume = resume_command(&request);
     let report = result.map_err(|e| CliError {
         outcome: Outcome::NotRestored,
-        error: anyhow!(e).context(format!(
+        error: anyhow::Error::from(e).context(format!(
             "the conversion stopped; re-run `{resume}` to continue"
         )),
     })?;

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Parser;
-use selfhost_core::KubeVersion;
-use selfhost_core::report::{Availability, AvailabilitySource, ClientConnections, UpgradeReport};
+use selfhost::KubeVersion;
+use selfhost::report::{Availability, AvailabilitySource, ClientConnections, UpgradeReport};
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::{
     Connections, Handovers, PROBER_USER_AGENT, ProbeReport, Prober, ProberOptions, SimCluster,
@@ -445,7 +445,7 @@ pub async fn run(global: &GlobalArgs, args: &DemoArgs) -> Result<Outcome, CliErr
             verdict: verdict.clone(),
             success,
             duration: recorded.duration,
-            markers: selfhost::record::markers(&trace.events, trace.engine_offset),
+            markers: selfhost::report::markers(&trace.events, trace.engine_offset),
             tables,
             lanes: recorded.lanes,
             availability,

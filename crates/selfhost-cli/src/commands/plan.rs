@@ -4,13 +4,10 @@
 
 use std::path::PathBuf;
 
-use selfhost::plan::{Plan, PlanRequest, make_plan};
-use selfhost::retry::RetryPolicy;
-use selfhost_core::KubeVersion;
-use selfhost_core::disruption::ApiImpact;
-use selfhost_core::preflight::Verdict;
-use selfhost_core::prepull::DEFAULT_PREPULL_DEADLINE;
-use selfhost_core::skew::SkewFlags;
+use selfhost::{
+    ApiImpact, Command, DEFAULT_PREPULL_DEADLINE, KubeVersion, Plan, PlanRequest, SkewFlags,
+    Verdict,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{GlobalArgs, OutputFormat, PlanArgs, UpgradeFlags};
@@ -28,7 +25,7 @@ pub fn request(
     let config_file = match config {
         Some(path) => Some((
             path.clone(),
-            super::config_file::read_config(path, &version)?,
+            super::config_file::read_config(path, Some(&version))?,
         )),
         None => None,
     };
@@ -171,38 +168,18 @@ pub fn render_text(plan: &Plan, verbose: bool) -> String {
 /// Prints the plan.
 pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliError> {
     let request = request(&args.target, args.config.as_ref(), &args.flags)?;
-    let mut permissions = Vec::new();
-    if args.config.is_none() {
-        permissions.extend(selfhost::access::cluster_config());
-    }
-    if args.flags.prepull {
-        permissions.extend(selfhost::access::prepull());
-    }
-    let needs = super::cluster::Needs {
-        command: "selfhost plan",
-        permissions,
-        // --prepull writes (temporary DaemonSets): the upgrader's roles have that.
-        role: if args.flags.prepull {
-            selfhost::access::UPGRADER
-        } else {
-            selfhost::access::VIEWER
-        },
+    let command = Command::Plan {
+        config_from_cluster: args.config.is_none(),
+        prepull: args.flags.prepull,
     };
-    let (clients, mut observer) = super::cluster::connect(global, needs).await?;
-    let (mut plan, targets, _) = make_plan(
-        &mut observer,
-        &clients.api,
-        &request,
-        &RetryPolicy::default(),
-    )
-    .await
-    .map_err(|e| CliError::from(anyhow::Error::from(e)))?;
+    let mut cluster = super::cluster::connect(global, command).await?;
+    let (mut plan, targets) = cluster.plan(&request).await?;
     if super::prepull::skip_unless_requested(&mut plan, args.flags.prepull) {
         let progress = Progress::stderr();
         let cancel = CancellationToken::new();
         let signals = super::prepull::cancel_on_stop(&cancel, &progress);
-        let on = super::prepull::Cluster {
-            client: &clients.api,
+        let on = super::prepull::On {
+            cluster: &cluster,
             cancel: &cancel,
             progress: &progress,
         };

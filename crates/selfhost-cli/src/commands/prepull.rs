@@ -9,12 +9,10 @@
 use std::time::Duration;
 
 use anyhow::anyhow;
-use selfhost::plan::Plan;
-use selfhost::prepull::{
-    PrepullError, PrepullOptions, PrepullProgress, images_to_prepull, prepull, record,
+use selfhost::{
+    Cluster, DEFAULT_PREPULL_DEADLINE, Error, PREPULL_LABEL, Plan, PrepullError, PrepullOptions,
+    PrepullProgress, Targets, skip_prepull,
 };
-use selfhost::target::Targets;
-use selfhost_core::prepull::{DEFAULT_PREPULL_DEADLINE, PREPULL_LABEL, PrepullOutcome};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -36,19 +34,14 @@ pub fn skip_unless_requested(plan: &mut Plan, requested: bool) -> bool {
         (false, _) => NOT_REQUESTED,
         (true, false) => OTHERS_FAILED,
     };
-    record(
-        plan,
-        &PrepullOutcome::NotRun {
-            reason: reason.to_string(),
-        },
-    );
+    skip_prepull(plan, reason);
     false
 }
 
 /// Where a prepull runs and reports.
-pub struct Cluster<'a> {
+pub struct On<'a> {
     /// The cluster.
-    pub client: &'a kube::Client,
+    pub cluster: &'a Cluster,
     /// Cancelled at Ctrl-C.
     pub cancel: &'a CancellationToken,
     /// Progress on stderr.
@@ -67,7 +60,7 @@ pub async fn before_apply(
     deadline: Option<Duration>,
     dry_run: bool,
     json: bool,
-    on: &Cluster<'_>,
+    on: &On<'_>,
 ) -> Result<(), CliError> {
     if dry_run {
         on.progress.line("dry run: the image prepull is not performed (it would run a prepull DaemonSet per component and remove it)");
@@ -121,25 +114,24 @@ pub async fn run(
     plan: &mut Plan,
     targets: &Targets,
     deadline: Duration,
-    on: &Cluster<'_>,
+    on: &On<'_>,
 ) -> Result<(), CliError> {
-    let Cluster {
-        client,
+    let On {
+        cluster,
         cancel,
         progress,
     } = *on;
-    let images = images_to_prepull(plan, targets);
-    let names: Vec<&str> = images.iter().map(|i| i.image.as_str()).collect();
-    if !names.is_empty() {
-        progress.line(&format!(
-            "prepull: pulling {} on the control-plane nodes",
-            names.join(", ")
-        ));
-        progress.step("prepull: creating the prepull DaemonSets");
-    }
     let started = std::time::Instant::now();
     let shown = progress.clone();
     let mut report = move |event: PrepullProgress| match event {
+        PrepullProgress::Starting { images } if images.is_empty() => {}
+        PrepullProgress::Starting { images } => {
+            shown.line(&format!(
+                "prepull: pulling {} on the control-plane nodes",
+                images.join(", ")
+            ));
+            shown.step("prepull: creating the prepull DaemonSets");
+        }
         PrepullProgress::Created { component, image } => {
             shown.line(&format!(
                 "prepull:   created DaemonSet kube-system/{} ({image})",
@@ -172,20 +164,20 @@ pub async fn run(
         deadline,
         ..PrepullOptions::default()
     };
-    let outcome = prepull(client, targets, &images, &options, cancel, &mut report)
+    cluster
+        .prepull(plan, targets, &options, cancel, &mut report)
         .await
         .map_err(|e| match e {
-            PrepullError::Api(_) => CliError::from(anyhow!(e).context(
-                "the image prepull could not run; its DaemonSets were removed and nothing else was changed",
-            )),
-            PrepullError::Cleanup { .. } => CliError {
+            Error::Prepull(PrepullError::Cleanup { .. }) => CliError {
                 outcome: Outcome::NotRestored,
-                error: anyhow!(e).context(format!(
+                error: anyhow::Error::from(e).context(format!(
                     "the cluster is unchanged but for the temporary DaemonSets labelled {PREPULL_LABEL}"
                 )),
             },
+            e => CliError::from(anyhow::Error::from(e).context(
+                "the image prepull could not run; its DaemonSets were removed and nothing else was changed",
+            )),
         })?;
-    record(plan, &outcome);
     Ok(())
 }
 

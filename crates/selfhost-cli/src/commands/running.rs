@@ -3,7 +3,7 @@
 //! run, exit 4); the engine's events go to stdout as JSON lines for programs, or to the
 //! progress display on stderr for people.
 
-use selfhost::events::{Event, Events, Stamped};
+use selfhost::{Event, Events, Stamped};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -101,8 +101,11 @@ pub struct Show {
     pub json: bool,
     /// What a component's work is called when it starts (`upgrading`, `converting`).
     pub verb: &'static str,
-    /// A dry run: waits are described, not waited for.
+    /// A dry run: waits are described, not waited for, and each write's acceptance by the
+    /// API server's dry run is the step's result.
     pub dry_run: bool,
+    /// `-v`: each write's details under its step.
+    pub verbose: bool,
 }
 
 /// What a wait still waits for, in a few words: up to [`PENDING_SHOWN`] items, the rest
@@ -121,9 +124,10 @@ fn pending_words(pending: &[String]) -> String {
     words
 }
 
-/// An event as a permanent line for people (`None`: it has none): each step as it begins,
-/// each write with what it did, what a wait still waits for (on the live line of a terminal,
-/// and off one at most once a second).
+/// An event as a permanent line for people (`None`: it has none): one line per step as it
+/// begins; what a wait still waits for (on the live line of a terminal, and off one at most
+/// once a second); what each write did only in a dry run (where it is the result) or with
+/// `-v`.
 pub fn render(event: &Stamped, show: &Show) -> Option<String> {
     let at = format!("[{:>6.1}s]", event.at);
     Some(match &event.event {
@@ -145,6 +149,7 @@ pub fn render(event: &Stamped, show: &Show) -> Option<String> {
             format!("{at} {component}:   waiting for {}", pending_words(pending))
         }
         Event::Waiting { .. } => return None,
+        Event::Action { dry_run: false, .. } if !show.verbose => return None,
         Event::Action {
             component,
             detail,
@@ -170,7 +175,7 @@ pub fn render(event: &Stamped, show: &Show) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use selfhost_core::Component;
+    use selfhost::Component;
 
     use super::*;
 
@@ -179,6 +184,7 @@ mod tests {
             json: false,
             verb: "upgrading",
             dry_run: false,
+            verbose: false,
         }
     }
 
@@ -222,6 +228,37 @@ mod tests {
                 "[   1.2s] kube-apiserver:   accepted by the API server's dry run: created \
                  DaemonSet d"
             )
+        );
+    }
+
+    #[test]
+    fn a_write_is_one_line_with_its_step_and_its_details_only_with_verbose() {
+        let step = at(Event::Step {
+            component: Component::ApiServer,
+            step: "create-backup".into(),
+            description: "create backup DaemonSet kube-system/kube-apiserver-backup".into(),
+        });
+        let action = at(Event::Action {
+            component: Component::ApiServer,
+            step: "create-backup".into(),
+            detail: "created DaemonSet kube-system/kube-apiserver-backup".into(),
+            dry_run: false,
+        });
+        assert_eq!(
+            render(&step, &show()).as_deref(),
+            Some(
+                "[   1.2s] kube-apiserver: create-backup: create backup DaemonSet \
+                 kube-system/kube-apiserver-backup"
+            )
+        );
+        assert_eq!(render(&action, &show()), None);
+        let verbose = Show {
+            verbose: true,
+            ..show()
+        };
+        assert_eq!(
+            render(&action, &verbose).as_deref(),
+            Some("[   1.2s] kube-apiserver:   created DaemonSet kube-system/kube-apiserver-backup")
         );
     }
 

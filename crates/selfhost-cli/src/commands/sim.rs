@@ -16,7 +16,7 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
         .mode
         .parse()
         .map_err(|e: String| CliError::bad_input(anyhow!(e)))?;
-    let version = selfhost_core::KubeVersion::parse(&args.version).map_err(CliError::bad_input)?;
+    let version = selfhost::KubeVersion::parse(&args.version).map_err(CliError::bad_input)?;
     if args.control_plane_nodes == 0 {
         return Err(CliError::bad_input(anyhow!(
             "--control-plane-nodes must be at least 1: a cluster needs somewhere to run its API server"
@@ -86,6 +86,6 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
     Ok(Outcome::Done)
 }
 
-fn next_minor(version: &selfhost_core::KubeVersion) -> String {
+fn next_minor(version: &selfhost::KubeVersion) -> String {
     format!("v{}.{}.0", version.major(), version.minor() + 1)
 }

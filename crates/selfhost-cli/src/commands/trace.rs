@@ -7,10 +7,10 @@ use std::path::Path;
 use anyhow::Context;
 use selfhost::Clients;
 use selfhost::ComponentOutcome;
-use selfhost::apply::{RunOutcome, RunReport};
-use selfhost::events::Stamped;
-use selfhost::record::{Recorded, Recording};
-use selfhost_core::report::{Table, UpgradeReport, render_html, step_timings};
+use selfhost::Stamped;
+use selfhost::report::{Recorded, Recording};
+use selfhost::report::{Table, UpgradeReport, render_html, step_timings};
+use selfhost::{RunOutcome, RunReport};
 
 use crate::args::ApplyArgs;
 use crate::ui;
@@ -106,7 +106,7 @@ fn describe(outcome: &ComponentOutcome) -> String {
 
 /// The tables every report has: per component its outcome and time, and per step its time.
 pub fn engine_tables(trace: &RunTrace, markers_end: f64) -> Vec<Table> {
-    let markers = selfhost::record::markers(&trace.events, trace.engine_offset);
+    let markers = selfhost::report::markers(&trace.events, trace.engine_offset);
     let mut tables = Vec::new();
     if let Some(report) = &trace.report {
         tables.push(Table {
@@ -162,7 +162,7 @@ pub fn apply_report(
         verdict,
         success,
         duration: recorded.duration,
-        markers: selfhost::record::markers(&trace.events, trace.engine_offset),
+        markers: selfhost::report::markers(&trace.events, trace.engine_offset),
         tables: engine_tables(trace, recorded.duration),
         lanes: recorded.lanes,
         availability: recorded.health.into_iter().collect(),

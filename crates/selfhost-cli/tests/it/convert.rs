@@ -324,7 +324,7 @@ async fn bad_input_exits_2_or_3_and_changes_nothing() {
             &here,
             &["--yes", "--config", &missing],
             2,
-            "cannot read --config",
+            "cannot read the configuration file",
         ),
         case(
             "a configuration file that is not valid",

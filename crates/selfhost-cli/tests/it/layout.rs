@@ -1,7 +1,7 @@
 //! The workspace's layout rules, checked on its sources: within a crate, no two sibling
 //! modules import each other, directly or through others (a reader can then learn a module
-//! from the ones below it, never needing the one being read); and `selfhost-sim` never
-//! depends on the engine or the pure core.
+//! from the ones below it, never needing the one being read); `selfhost-sim` never depends on
+//! the engine or the pure core; and the CLI goes through the engine's front door only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -273,6 +273,56 @@ fn the_simulator_depends_on_neither_the_engine_nor_the_core() {
             "selfhost-sim depends on {dependency}: {line}"
         );
     }
+}
+
+/// The engine's modules the CLI may name: the front door's own groups.
+const FRONT_DOOR_MODULES: &[&str] = &["report"];
+
+#[test]
+fn the_cli_uses_only_the_engines_front_door() {
+    let manifest = std::fs::read_to_string(crates_dir().join("selfhost-cli/Cargo.toml"))
+        .expect("the CLI's manifest");
+    let dependencies = manifest
+        .split("[dev-dependencies]")
+        .next()
+        .unwrap_or_default();
+    assert!(
+        !dependencies
+            .lines()
+            .any(|l| l.trim_start().starts_with("selfhost-core")),
+        "the CLI depends on selfhost-core directly; it is to use the engine's re-exports"
+    );
+    let src = crates_dir().join("selfhost-cli").join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut reached = BTreeSet::new();
+    for file in &files {
+        let text = without_comments(&std::fs::read_to_string(file).expect("readable"));
+        for (at, _) in text.match_indices("selfhost::") {
+            if at > 0 && text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let rest = &text[at + "selfhost::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            // A lower-case name followed by `::` is a module path into the engine.
+            let is_module = name.starts_with(|c: char| c.is_lowercase())
+                && rest[name.len()..].starts_with("::");
+            if is_module && !FRONT_DOOR_MODULES.contains(&name.as_str()) {
+                reached.insert(format!(
+                    "{}: selfhost::{name}::",
+                    file.strip_prefix(&src).expect("under src").display()
+                ));
+            }
+        }
+    }
+    assert!(
+        reached.is_empty(),
+        "the CLI reaches behind the engine's front door:\n{}",
+        reached.into_iter().collect::<Vec<_>>().join("\n")
+    );
 }
 
 #[test]

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use selfhost::apply::{ApplyOptions, RunOutcome, apply};
-use selfhost::events::{Event, Events};
+use selfhost::{ApplyOptions, RunOutcome, apply};
+use selfhost::{Event, Events};
 use selfhost_core::Component;
 use selfhost_core::pivot::PivotOptions;
 use selfhost_sim::cluster::{Connections, ProbeReport, ProberOptions, Role, SimCluster};

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use selfhost::events::{Event, Stamped};
+use selfhost::{Event, Stamped};
 use selfhost_core::Component;
 use selfhost_sim::Store;
 use serde_json::Value;

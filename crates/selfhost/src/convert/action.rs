@@ -12,12 +12,12 @@ use selfhost_core::conversion::decide::ConvertStep;
 use selfhost_core::conversion::{NODE_GATE_VALUE, gate_daemonset, node_gate_label};
 use serde_json::json;
 
+use super::conversion_view::ConversionView;
 use super::files::NodeFiles;
-use super::observe::ConversionView;
 use super::{ConvertError, ConvertRequest, to_self_hosted, to_static};
+use crate::api_call::FailureKind;
+use crate::api_write::FIELD_MANAGER;
 use crate::client::Clients;
-use crate::error::FailureKind;
-use crate::execute::FIELD_MANAGER;
 use crate::retry::with_retries;
 
 /// What every action of one component's conversion needs.
@@ -45,7 +45,7 @@ pub(super) async fn perform(
     let client = &clients.api;
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let name = component.daemonset_name();
-    let superseded = |e: &crate::error::ApiCallError| {
+    let superseded = |e: &crate::api_call::ApiCallError| {
         matches!(
             e.kind,
             FailureKind::Conflict | FailureKind::NotFound | FailureKind::AlreadyExists
@@ -204,7 +204,7 @@ pub(super) async fn perform(
             // as preconditions, so a standby that took it meanwhile keeps it.
             let step = hand_over.to_step();
             if let Some(result) =
-                crate::execute::perform(client, &step, |_| None, &request.retry, false).await
+                crate::api_write::perform(client, &step, |_| None, &request.retry, false).await
             {
                 result?;
             }

@@ -18,13 +18,15 @@ use selfhost_core::conversion::self_hosted_daemonset;
 use selfhost_core::daemonset::DaemonSetOptions;
 use selfhost_core::observation::{DaemonSetObservation, PodObservation};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::action::{Context, perform};
+use super::conversion_view::ConversionView;
 use super::files::NodeFiles;
-use super::observe::ConversionView;
 use super::{ConvertError, ConvertReport, ConvertRequest};
 use crate::client::Clients;
-use crate::events::{Event, Events};
+use crate::driver::{Acted, Change, Decision, DriveMode, StepName, drive};
+use crate::events::Events;
 use crate::outcome::ComponentOutcome;
 
 /// A conversion of one component takes about ten decisions; more means the prediction does
@@ -38,17 +40,156 @@ pub(super) async fn walk(
     request: &ConvertRequest,
     files: &NodeFiles,
     events: &Events,
+    cancel: &CancellationToken,
     mut report: ConvertReport,
 ) -> Result<ConvertReport, ConvertError> {
     for component in Component::ALL {
-        let outcome = walk_component(clients, view, request, files, component, events).await?;
-        let predicted = matches!(outcome, ComponentOutcome::DryRun { .. });
+        // Nothing is waited for, so no wait can run out of time.
+        let far = Timestamp::now() + request.deadline;
+        let predicted = view.observe(component, &request.node, files, far)?;
+        let mut walk = PredictedConversion {
+            ctx: Context {
+                clients,
+                request,
+                files,
+                component,
+            },
+            view: &mut *view,
+            predicted,
+            writes: 0,
+            settled_without_a_step: false,
+            decisions: 0,
+        };
+        let outcome = drive(&mut walk, DriveMode::DryRunPredicted, events, cancel).await?;
+        let went_on = matches!(outcome, ComponentOutcome::DryRun { .. });
         report.components.push((component, outcome));
-        if !predicted {
+        if !went_on {
             break;
         }
     }
     Ok(report)
+}
+
+/// One component's conversion decided on a prediction of the node and the cluster: each
+/// action is sent as a dry run (or only named) and then assumed to have taken effect, and
+/// each wait is assumed to have ended as it waits to.
+struct PredictedConversion<'a> {
+    ctx: Context<'a>,
+    view: &'a mut ConversionView,
+    predicted: NodeComponent,
+    /// Writes the API server accepted as dry runs.
+    writes: usize,
+    /// The last decision was a wait and no step was taken since: a second wait means the
+    /// prediction cannot tell how it would end.
+    settled_without_a_step: bool,
+    decisions: usize,
+}
+
+impl PredictedConversion<'_> {
+    fn no_end(&self) -> ComponentOutcome {
+        ComponentOutcome::Refused {
+            reason: format!(
+                "the dry run of {} did not come to an end",
+                self.ctx.component
+            ),
+            fix: "run without --dry-run to see; nothing was changed".into(),
+        }
+    }
+}
+
+impl Change for PredictedConversion<'_> {
+    type Action = ConvertStep;
+    type Error = ConvertError;
+
+    fn component(&self) -> Component {
+        self.ctx.component
+    }
+
+    async fn decide(&mut self) -> Result<(StepName, Decision<ConvertStep>), ConvertError> {
+        let step = next_step(self.ctx.request.direction, &Mode::Forward, &self.predicted);
+        let name = StepName {
+            name: step.name().to_string(),
+            description: step.to_string(),
+        };
+        self.decisions += 1;
+        if self.decisions > MAX_DECISIONS {
+            return Ok((name, Decision::End(self.no_end())));
+        }
+        let decision = match step {
+            ConvertStep::Done { summary } => Decision::End(ComponentOutcome::DryRun {
+                summary,
+                writes: self.writes,
+            }),
+            ConvertStep::Refuse { reason, fix } => {
+                Decision::End(ComponentOutcome::Refused { reason, fix })
+            }
+            ConvertStep::Fail { reason } | ConvertStep::RolledBack { reason } => {
+                Decision::End(ComponentOutcome::Refused {
+                    reason: format!("a run would fail: {reason}"),
+                    fix: "fix this first; nothing was changed".into(),
+                })
+            }
+            ConvertStep::Wait { condition, pending } if self.settled_without_a_step => {
+                Decision::End(ComponentOutcome::Refused {
+                    reason: format!(
+                        "the dry run cannot tell how waiting for {condition} would end ({})",
+                        pending.join("; ")
+                    ),
+                    fix: "run without --dry-run to see; nothing was changed".into(),
+                })
+            }
+            ConvertStep::Wait { condition, .. } => Decision::Wait {
+                condition,
+                pending: Vec::new(),
+                wake: Instant::now(),
+            },
+            action => Decision::Act(action),
+        };
+        Ok((name, decision))
+    }
+
+    async fn act(&mut self, action: &ConvertStep) -> Result<Acted, ConvertError> {
+        self.settled_without_a_step = false;
+        let detail = if honours_dry_run(action) {
+            match perform(&self.ctx, self.view, action).await {
+                Ok(detail) if is_api_write(action) => {
+                    self.writes += 1;
+                    format!("accepted by the API server's dry run: {detail}")
+                }
+                Ok(detail) => detail,
+                // What the API server (or the node) would refuse is what a dry run is for.
+                Err(e) => {
+                    return Ok(Acted::Ended(ComponentOutcome::Refused {
+                        reason: format!("{} would fail: {e}", action.name()),
+                        fix: "nothing was changed".into(),
+                    }));
+                }
+            }
+        } else {
+            // A step this walk does not know to make safely as a dry run is only named.
+            format!("would {action} (dry run: not done)")
+        };
+        self.predicted = assume(
+            self.predicted.clone(),
+            action,
+            self.ctx.files,
+            self.ctx.request,
+        )?;
+        Ok(Acted::Written { detail })
+    }
+
+    async fn read_own_write(&mut self, _: &ConvertStep, _: Instant) {
+        // Nothing was written: the prediction took the action's effect in `act`.
+    }
+
+    async fn next_change(&mut self, _: Instant) {
+        self.predicted = settle(self.predicted.clone());
+        self.settled_without_a_step = true;
+    }
+
+    fn without_effect(&mut self, _: &StepName) -> Result<Option<ComponentOutcome>, ConvertError> {
+        Ok(Some(self.no_end()))
+    }
 }
 
 fn is_api_write(step: &ConvertStep) -> bool {
@@ -74,122 +215,6 @@ fn honours_dry_run(step: &ConvertStep) -> bool {
                 | ConvertStep::WriteManifest
                 | ConvertStep::RemoveManifest
         )
-}
-
-async fn walk_component(
-    clients: &Clients,
-    view: &mut ConversionView,
-    request: &ConvertRequest,
-    files: &NodeFiles,
-    component: Component,
-    events: &Events,
-) -> Result<ComponentOutcome, ConvertError> {
-    let started = Instant::now();
-    events.emit(Event::ComponentStarted { component });
-    // Nothing is waited for, so no wait can run out of time.
-    let far = Timestamp::now() + request.deadline;
-    let mut obs = view.observe(component, &request.node, files, far)?;
-    let ctx = Context {
-        clients,
-        request,
-        files,
-        component,
-    };
-    let mut writes = 0;
-    let mut settled_without_a_step = false;
-    let mut outcome = None;
-    for _ in 0..MAX_DECISIONS {
-        let step = next_step(request.direction, &Mode::Forward, &obs);
-        if !matches!(step, ConvertStep::Wait { .. }) {
-            events.emit(Event::Step {
-                component,
-                step: step.name().to_string(),
-                description: step.to_string(),
-            });
-        }
-        match step {
-            ConvertStep::Done { summary } => {
-                outcome = Some(ComponentOutcome::DryRun { summary, writes });
-                break;
-            }
-            ConvertStep::Refuse { reason, fix } => {
-                outcome = Some(ComponentOutcome::Refused { reason, fix });
-                break;
-            }
-            ConvertStep::Fail { reason } | ConvertStep::RolledBack { reason } => {
-                outcome = Some(ComponentOutcome::Refused {
-                    reason: format!("a run would fail: {reason}"),
-                    fix: "fix this first; nothing was changed".into(),
-                });
-                break;
-            }
-            ConvertStep::Wait { condition, pending } => {
-                if settled_without_a_step {
-                    outcome = Some(ComponentOutcome::Refused {
-                        reason: format!(
-                            "the dry run cannot tell how waiting for {condition} would end \
-                             ({})",
-                            pending.join("; ")
-                        ),
-                        fix: "run without --dry-run to see; nothing was changed".into(),
-                    });
-                    break;
-                }
-                events.emit(Event::Waiting {
-                    component,
-                    step: "wait".into(),
-                    condition,
-                    pending: Vec::new(),
-                });
-                obs = settle(obs);
-                settled_without_a_step = true;
-            }
-            action if !honours_dry_run(&action) => {
-                // A step this walk does not know to make safely as a dry run is only named.
-                settled_without_a_step = false;
-                events.emit(Event::Action {
-                    component,
-                    step: action.name().to_string(),
-                    detail: format!("would {action} (dry run: not done)"),
-                    dry_run: true,
-                });
-                obs = assume(obs, &action, files, request)?;
-            }
-            action => {
-                settled_without_a_step = false;
-                let detail = match perform(&ctx, view, &action).await {
-                    Ok(detail) => detail,
-                    // What the API server (or the node) would refuse is what a dry run is for.
-                    Err(e) => {
-                        outcome = Some(ComponentOutcome::Refused {
-                            reason: format!("{} would fail: {e}", action.name()),
-                            fix: "nothing was changed".into(),
-                        });
-                        break;
-                    }
-                };
-                let detail = if is_api_write(&action) {
-                    writes += 1;
-                    format!("accepted by the API server's dry run: {detail}")
-                } else {
-                    detail
-                };
-                events.emit(Event::Action {
-                    component,
-                    step: action.name().to_string(),
-                    detail,
-                    dry_run: true,
-                });
-                obs = assume(obs, &action, files, request)?;
-            }
-        }
-    }
-    let outcome = outcome.unwrap_or_else(|| ComponentOutcome::Refused {
-        reason: format!("the dry run of {component} did not come to an end"),
-        fix: "run without --dry-run to see; nothing was changed".into(),
-    });
-    events.component_finished(component, &outcome, started);
-    Ok(outcome)
 }
 
 /// The observation after `step` took effect.

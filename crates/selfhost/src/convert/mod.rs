@@ -9,10 +9,10 @@
 
 mod action;
 pub mod config;
+pub mod conversion_view;
 mod dry_run;
 mod figures;
 pub mod files;
-pub mod observe;
 mod preflight;
 mod run;
 mod to_self_hosted;
@@ -31,11 +31,11 @@ pub use figures::ComponentFigures;
 pub use preflight::{ComponentPlan, ConversionPlan, plan, secrets_to_read};
 pub use run::convert;
 
-use crate::error::ApiCallError;
+use crate::api_call::ApiCallError;
+use crate::cluster_view::ViewTimeout;
 use crate::outcome::ComponentOutcome;
 use crate::retry::RetryPolicy;
 use crate::target::TargetError;
-use crate::view::ViewTimeout;
 use files::FilesError;
 
 /// Default of `--timeout`: how long one component may take to hand over.

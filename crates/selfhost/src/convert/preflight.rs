@@ -18,11 +18,11 @@ use selfhost_core::daemonset::DaemonSetOptions;
 use serde::Serialize;
 
 use super::config::{ConfigSource, disagreements, resolve};
+use super::conversion_view::ConversionView;
 use super::files::NodeFiles;
-use super::observe::ConversionView;
 use super::to_self_hosted::certificate_uploads;
 use super::{ConvertError, ConvertRequest};
-use crate::error::FailureKind;
+use crate::api_call::FailureKind;
 use crate::retry::with_retries;
 
 /// The longest a plan waits for a node that is where the run leads to settle (a leader

@@ -12,12 +12,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::action::{Context, perform};
+use super::conversion_view::ConversionView;
 use super::files::NodeFiles;
-use super::observe::ConversionView;
 use super::preflight::plan;
 use super::{ConvertError, ConvertReport, ConvertRequest};
 use crate::client::Clients;
-use crate::driver::{Acted, Change, Decision, DriveOptions, MAX_REPEATS, StepName, drive};
+use crate::driver::{Acted, Change, Decision, DriveMode, MAX_REPEATS, StepName, drive};
 use crate::events::{Event, Events};
 use crate::health;
 use crate::measure::Recorder;
@@ -85,7 +85,7 @@ pub async fn convert(
         return Ok(report);
     }
     if request.dry_run {
-        return super::dry_run::walk(clients, view, request, &files, events, report).await;
+        return super::dry_run::walk(clients, view, request, &files, events, cancel, report).await;
     }
     for component in Component::ALL {
         let outcome =
@@ -286,7 +286,7 @@ async fn run_component(
         state: String::new(),
         started: Instant::now(),
     };
-    drive(&mut conversion, DriveOptions::default(), events, cancel).await
+    drive(&mut conversion, DriveMode::Real, events, cancel).await
 }
 
 /// Waits until `/readyz` answers 200, or `deadline`.

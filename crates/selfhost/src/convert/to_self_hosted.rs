@@ -19,8 +19,8 @@ use selfhost_core::daemonset::{
 
 use super::files::{FilesError, NodeFiles, read_host_file};
 use super::{ConvertError, ConvertRequest};
-use crate::error::FailureKind;
-use crate::execute::FIELD_MANAGER;
+use crate::api_call::FailureKind;
+use crate::api_write::FIELD_MANAGER;
 use crate::retry::with_retries;
 
 /// The Secrets a self-hosted DaemonSet mounts, read from the host: every Secret one of its

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use http::Method;
-use selfhost::apply::{ApplyOptions, RunOutcome};
+use selfhost::{ApplyOptions, RunOutcome};
 use selfhost_core::Component;
 use selfhost_sim::{FaultAction, RequestMatcher};
 use tokio::time::Instant;
@@ -56,7 +56,7 @@ async fn a_holder_overwritten_before_the_observation_is_still_seen() {
     use k8s_openapi::jiff::Timestamp;
     use kube::Api;
     use kube::api::PostParams;
-    use selfhost::observe::Observer;
+    use selfhost::Observer;
 
     let sim = crate::sim().await;
     let leases: Api<Lease> = Api::namespaced(sim.client(), "kube-system");
@@ -141,7 +141,7 @@ async fn a_holder_overwritten_before_the_observation_is_still_seen() {
 /// judgement and the next wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prepull_wait_sees_the_pods_ready_through_dropped_watches_and_410s() {
-    use selfhost::prepull::{PrepullOptions, PrepullProgress, images_to_prepull, prepull};
+    use selfhost::{PrepullOptions, PrepullProgress, images_to_prepull, prepull};
     use selfhost_core::prepull::PrepullOutcome;
     use tokio_util::sync::CancellationToken;
 

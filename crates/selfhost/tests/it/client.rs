@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use selfhost::client::{ClientError, KubeconfigSource, connect_with};
-use selfhost::health;
+use selfhost::{ClientError, KubeconfigSource, connect_with};
+use selfhost::{readyz, server_version};
 use selfhost_sim::{SimServer, SimServerOptions};
 
 use crate::sim;
@@ -19,11 +19,9 @@ async fn connects_with_the_simulators_kubeconfig_and_reads_its_version() {
         .await
         .expect("connects");
     assert_eq!(clients.context, "selfhost-sim");
-    let version = health::server_version(&clients.probe)
-        .await
-        .expect("version");
+    let version = server_version(&clients.probe).await.expect("version");
     assert_eq!(version.to_string(), sim.version());
-    let ready = health::readyz(&clients.probe).await;
+    let ready = readyz(&clients.probe).await;
     assert!(ready.healthy, "{ready:?}");
     assert!(!ready.checks.is_empty(), "verbose checks are listed");
 }
@@ -40,7 +38,7 @@ async fn tls_with_a_bearer_token_verifies_the_server() {
         .await
         .expect("connects");
     assert!(clients.server.starts_with("https://"));
-    assert!(health::readyz(&clients.probe).await.healthy);
+    assert!(readyz(&clients.probe).await.healthy);
 
     // The same server with a CA it did not sign with: refused, and said so.
     let other = SimServer::start(SimServerOptions {
@@ -58,7 +56,7 @@ async fn tls_with_a_bearer_token_verifies_the_server() {
     let clients = connect_with(&from_file(&path), None)
         .await
         .expect("config is valid");
-    let health = health::readyz(&clients.probe).await;
+    let health = readyz(&clients.probe).await;
     assert!(!health.healthy);
     let problem = health.problem.unwrap_or_default();
     assert!(problem.to_lowercase().contains("certificate"), "{problem}");
@@ -141,7 +139,7 @@ async fn a_dead_server_is_reported_at_once_by_the_probe() {
         .expect("connects");
     sim.crash().await;
     let started = std::time::Instant::now();
-    let health = health::readyz(&clients.probe).await;
+    let health = readyz(&clients.probe).await;
     assert!(!health.healthy);
     assert!(
         started.elapsed() < std::time::Duration::from_secs(5),

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use selfhost::apply::{ApplyOptions, RunOutcome, RunReport};
-use selfhost::events::Event;
+use selfhost::Event;
+use selfhost::{ApplyOptions, RunOutcome, RunReport};
 use selfhost_core::Component;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::Handovers;

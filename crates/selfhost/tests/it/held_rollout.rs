@@ -5,8 +5,8 @@
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
-use selfhost::apply::{ApplyOptions, RunOutcome};
-use selfhost::events::{Event, Stamped};
+use selfhost::{ApplyOptions, RunOutcome};
+use selfhost::{Event, Stamped};
 use selfhost_core::Component;
 use selfhost_core::pivot::HELD_UPDATE_STRATEGY;
 use tokio_util::sync::CancellationToken;

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use selfhost::apply::RunOutcome;
+use selfhost::RunOutcome;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::Handovers;
 use selfhost_sim::{SimCluster, SimTimings};

@@ -76,13 +76,11 @@ pub fn init_tracing() {
 pub async fn apply_to(
     sim: &selfhost_sim::SimCluster,
     to: &str,
-    options: &selfhost::apply::ApplyOptions,
-    mut on_event: impl FnMut(&selfhost::events::Stamped, &tokio_util::sync::CancellationToken)
-    + Send
-    + 'static,
+    options: &selfhost::ApplyOptions,
+    mut on_event: impl FnMut(&selfhost::Stamped, &tokio_util::sync::CancellationToken) + Send + 'static,
 ) -> (
-    selfhost::apply::RunReport,
-    Vec<selfhost::events::Stamped>,
+    selfhost::RunReport,
+    Vec<selfhost::Stamped>,
     tokio::time::Instant,
 ) {
     init_tracing();
@@ -102,8 +100,8 @@ pub async fn apply_to(
         })
     };
     let events_base = tokio::time::Instant::now();
-    let events = selfhost::events::Events::to(sender);
-    let run = selfhost::apply::apply(
+    let events = selfhost::Events::to(sender);
+    let run = selfhost::apply(
         &mut observer,
         &clients.api,
         &targets,
@@ -121,8 +119,8 @@ pub async fn apply_to(
 
 /// The engine's clients for a simulator, from the kubeconfig it wrote.
 pub async fn clients(kubeconfig: &std::path::Path) -> selfhost::Clients {
-    let source = selfhost::client::KubeconfigSource::Flag(kubeconfig.into());
-    selfhost::client::connect_with(&source, None)
+    let source = selfhost::KubeconfigSource::Flag(kubeconfig.into());
+    selfhost::connect_with(&source, None)
         .await
         .expect("connects")
 }
@@ -130,31 +128,31 @@ pub async fn clients(kubeconfig: &std::path::Path) -> selfhost::Clients {
 /// The clients, the observer the run goes on with, a plan and its targets.
 pub type Planned = (
     selfhost::Clients,
-    selfhost::observe::Observer,
-    selfhost::plan::Plan,
-    selfhost::target::Targets,
+    selfhost::Observer,
+    selfhost::Plan,
+    selfhost::Targets,
 );
 
 /// Connects to `sim`, waits for the watches, and plans the upgrade to `to`, whatever the plan
 /// says. Returns the clients, the observer the run goes on with, the plan and its targets.
 pub async fn plan_for(sim: &selfhost_sim::SimCluster, to: &str) -> Planned {
     let clients = clients(sim.kubeconfig_path()).await;
-    let mut observer = selfhost::observe::Observer::start(&clients);
+    let mut observer = selfhost::Observer::start(&clients);
     observer
         .ready(std::time::Duration::from_secs(20))
         .await
         .expect("watches list");
-    let request = selfhost::plan::PlanRequest {
+    let request = selfhost::PlanRequest {
         version: selfhost_core::version::KubeVersion::parse(to).expect("version"),
         config_file: None,
         flags: Default::default(),
         accept_downtime: false,
     };
-    let (plan, targets, _) = selfhost::plan::make_plan(
+    let (plan, targets, _) = selfhost::make_plan(
         &mut observer,
         &clients.api,
         &request,
-        &selfhost::retry::RetryPolicy::default(),
+        &selfhost::RetryPolicy::default(),
     )
     .await
     .expect("plan");

@@ -8,9 +8,9 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
-use selfhost::plan::Plan;
-use selfhost::prepull::{PrepullOptions, PrepullProgress, images_to_prepull, prepull, record};
-use selfhost::target::Targets;
+use selfhost::Plan;
+use selfhost::Targets;
+use selfhost::{PrepullOptions, PrepullProgress, images_to_prepull, prepull, record_prepull};
 use selfhost_core::preflight::{CheckId, Verdict};
 use selfhost_core::prepull::{PREPULL_LABEL, PrepullOutcome};
 use selfhost_sim::bootstrap::BootstrapMode;
@@ -134,7 +134,7 @@ async fn pullable_images_pass_on_every_node_and_nothing_is_left_behind() {
     assert!(progress.contains(&PrepullProgress::Removed), "{progress:?}");
     assert_eq!(leftovers(&clients.api).await, Vec::<String>::new());
 
-    record(&mut plan, &outcome);
+    record_prepull(&mut plan, &outcome);
     let check = plan.preflight.checks.last().expect("a check");
     assert_eq!(check.id, CheckId::ImagesPullable);
     assert_eq!(check.verdict, Verdict::Pass, "{}", check.message);
@@ -168,7 +168,7 @@ async fn an_image_a_node_cannot_pull_is_refused_by_image_and_node_and_nothing_el
             "{failure:?}"
         );
     }
-    record(&mut plan, &outcome);
+    record_prepull(&mut plan, &outcome);
     let check = plan.preflight.checks.last().expect("a check");
     assert_eq!(check.verdict, Verdict::Fail);
     assert!(
@@ -269,7 +269,7 @@ async fn an_unpullable_target_image_is_refused_by_image_and_node() {
             "the registry's words: {failure:?}"
         );
     }
-    record(&mut plan, &outcome);
+    record_prepull(&mut plan, &outcome);
     let check = plan.preflight.checks.last().expect("a check");
     assert_eq!(check.verdict, Verdict::Fail);
     assert!(check.message.contains(scheduler), "{}", check.message);

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
-use selfhost::apply::{ApplyOptions, RunOutcome};
+use selfhost::{ApplyOptions, RunOutcome};
 use selfhost_core::Component;
 use tokio::time::Instant;
 

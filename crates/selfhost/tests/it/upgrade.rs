@@ -8,8 +8,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
 use kube::api::ListParams;
-use selfhost::apply::{ApplyOptions, RunOutcome, RunReport};
-use selfhost::events::Stamped;
+use selfhost::Stamped;
+use selfhost::{ApplyOptions, RunOutcome, RunReport};
 use selfhost_core::Component;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::{CaughtBy, Handovers, ProbeReport, ProberOptions};
@@ -256,7 +256,7 @@ async fn a_second_run_after_success_changes_nothing() {
     assert!(
         !events
             .iter()
-            .any(|e| matches!(e.event, selfhost::events::Event::Action { .. })),
+            .any(|e| matches!(e.event, selfhost::Event::Action { .. })),
         "no writes on a no-op run"
     );
 }

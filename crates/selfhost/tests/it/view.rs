@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use selfhost::view::ClusterView;
+use selfhost::ClusterView;
 use selfhost_sim::resources::DAEMONSETS;
 use selfhost_sim::store::WriteOptions;
 use serde_json::json;

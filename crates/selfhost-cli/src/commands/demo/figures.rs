@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use selfhost_core::report::{ClientConnections, ProbeFailure, ProbeKind, Table};
+use selfhost::report::{ClientConnections, ProbeFailure, ProbeKind, Table};
 use selfhost_sim::cluster::{ProbeReport, ProbeSeries};
 use tokio::time::Instant;
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use selfhost_core::Component;
-use selfhost_core::component::NAMESPACE;
+use selfhost::Component;
+use selfhost::NAMESPACE;
 use tokio::time::Instant;
 
 use crate::ui;

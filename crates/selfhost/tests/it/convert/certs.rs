@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
-use selfhost::events::Event;
+use selfhost::Event;
 use selfhost_core::Component;
 use selfhost_core::conversion::decide::Direction;
 

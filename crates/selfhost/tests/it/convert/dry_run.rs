@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use selfhost::events::Event;
+use selfhost::Event;
 use selfhost_core::conversion::decide::Direction;
 use selfhost_core::daemonset::{certificate_secrets, kubeconfig_secrets};
 

@@ -8,9 +8,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::ListParams;
 use selfhost::ComponentOutcome;
-use selfhost::convert::observe::ConversionView;
-use selfhost::convert::{ConvertRequest, convert};
-use selfhost::events::{Event, Events};
+use selfhost::ConversionView;
+use selfhost::{ConvertRequest, convert};
+use selfhost::{Event, Events};
 use selfhost_core::Component;
 use selfhost_core::conversion::decide::Direction;
 use tokio::time::Instant;
@@ -178,7 +178,7 @@ async fn a_daemonset_pod_that_never_serves_after_the_hand_over_gets_the_static_p
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_and_changes_nothing() {
-    use selfhost::convert::ConvertError;
+    use selfhost::ConvertError;
     let sim = static_cluster(1, true).await;
     let dir = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
     let clients = crate::clients(sim.kubeconfig_path()).await;

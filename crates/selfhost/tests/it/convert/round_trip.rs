@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 use selfhost::ComponentOutcome;
-use selfhost::apply::{ApplyOptions, RunOutcome, apply};
-use selfhost::convert::ConvertReport;
-use selfhost::events::{Event, Events};
-use selfhost::measure::MeasuredDisruption;
-use selfhost::observe::Observer;
-use selfhost::plan::{PlanRequest, make_plan};
-use selfhost::retry::RetryPolicy;
+use selfhost::ConvertReport;
+use selfhost::Observer;
+use selfhost::RetryPolicy;
+use selfhost::report::MeasuredDisruption;
+use selfhost::{ApplyOptions, RunOutcome, apply};
+use selfhost::{Event, Events};
+use selfhost::{PlanRequest, make_plan};
 use selfhost_core::KubeVersion;
 use selfhost_core::conversion::decide::Direction;
 use selfhost_core::skew::SkewFlags;
@@ -312,7 +312,7 @@ async fn round_trip(nodes: usize, port_sharing: bool, handovers: Option<Handover
 }
 
 /// What a user reads at the end of a run, and the Leases it handed over.
-fn print_report(node: &str, report: &ConvertReport, events: &[selfhost::events::Stamped]) {
+fn print_report(node: &str, report: &ConvertReport, events: &[selfhost::Stamped]) {
     for (component, outcome) in &report.components {
         eprintln!("{node} {component}: {}", outcome.message());
     }

@@ -1,6 +1,8 @@
-//! `apply`: the pivot of every component in order — kube-apiserver, then
+//! The upgrade (`apply`): the pivot of every component in order — kube-apiserver, then
 //! kube-controller-manager, then kube-scheduler — stopping at the first that does not end on
 //! its target.
+
+mod component;
 
 use k8s_openapi::jiff::Timestamp;
 use selfhost_core::Component;
@@ -11,10 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::Events;
 use crate::measure::ComponentDisruption;
-use crate::observe::Observer;
+use crate::observer::Observer;
 use crate::outcome::ComponentOutcome;
 use crate::target::Targets;
-use crate::upgrade::{ExecuteError, ExecuteOptions, run_component};
+use component::run_component;
+pub use component::{ExecuteError, ExecuteOptions};
 
 /// How a whole run ended.
 #[derive(Debug, Clone, PartialEq)]

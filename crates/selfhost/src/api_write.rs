@@ -13,7 +13,7 @@ use selfhost_core::component::NAMESPACE;
 use selfhost_core::pivot::{Step, Update};
 use serde_json::json;
 
-use crate::error::{ApiCallError, FailureKind};
+use crate::api_call::{ApiCallError, FailureKind};
 use crate::retry::{RetryPolicy, with_retries};
 
 /// The field manager selfhost writes as.

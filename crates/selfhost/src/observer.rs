@@ -27,14 +27,14 @@ use selfhost_core::version::KubeVersion;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::api_call::ApiCallError;
 use crate::client::Clients;
-use crate::error::ApiCallError;
+use crate::cluster_view::{ClusterView, ViewTimeout};
 use crate::health;
 use crate::identity::LeaseWatch;
 use crate::measure::{MeasuredDisruption, Recorder};
 use crate::retry::{RetryPolicy, with_retries};
 use crate::stopped::StopTracker;
-use crate::view::{ClusterView, ViewTimeout};
 
 /// How stale a health probe may be when a decision is made.
 pub const HEALTH_MAX_AGE: Duration = Duration::from_millis(500);

@@ -32,10 +32,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::files::{FilesError, NodeFiles};
+use crate::cluster_view::{Shared, ViewTimeout, spawn_reflector};
 use crate::identity::IdentityTracker;
 use crate::measure::Recorder;
-use crate::observe::owned_by;
-use crate::view::{Shared, ViewTimeout, spawn_reflector};
+use crate::observer::owned_by;
 
 /// Watches the kube-system Leases into a store, and shows every version of every Lease to the
 /// identity tracker (identity Leases) or the recorder (leader Leases) as it arrives. Two

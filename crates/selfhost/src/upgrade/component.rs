@@ -10,11 +10,11 @@ use selfhost_core::pivot::{Step, Target, Watch, next_step};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::driver::{Acted, Change, Decision, DriveOptions, MAX_REPEATS, StepName, drive};
-use crate::error::ApiCallError;
+use crate::api_call::ApiCallError;
+use crate::api_write::{Applied, Kind, perform};
+use crate::driver::{Acted, Change, Decision, DriveMode, MAX_REPEATS, StepName, drive};
 use crate::events::Events;
-use crate::execute::{Applied, Kind, perform};
-use crate::observe::Observer;
+use crate::observer::Observer;
 use crate::outcome::ComponentOutcome;
 use crate::retry::RetryPolicy;
 
@@ -259,8 +259,10 @@ pub async fn run_component(
         probed: false,
         written: None,
     };
-    let drive_options = DriveOptions {
-        dry_run: options.dry_run,
+    let mode = if options.dry_run {
+        DriveMode::DryRunFirstChange
+    } else {
+        DriveMode::Real
     };
-    drive(&mut upgrade, drive_options, events, cancel).await
+    drive(&mut upgrade, mode, events, cancel).await
 }

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use selfhost_core::component::{APP_LABEL, BACKUP_LABEL, Component, NAMESPACE};
 
-use crate::error::FailureKind;
+use crate::api_call::FailureKind;
 
 /// Label of control-plane nodes.
 const CONTROL_PLANE_NODE_LABEL: &str = "node-role.kubernetes.io/control-plane";
@@ -182,7 +182,7 @@ where
                     {
                         r.unreachable(Timestamp::now());
                     }
-                    let text = crate::error::describe_watch(&err);
+                    let text = crate::api_call::describe_watch(&err);
                     tracing::debug!(error = %text, "watch interrupted; it resumes by itself");
                     if let Ok(mut last) = shared.last_error.lock() {
                         *last = Some(text);
@@ -331,12 +331,12 @@ impl ClusterView {
     /// a deletion, also the object gone.
     pub fn shows(
         &self,
-        kind: crate::execute::Kind,
+        kind: crate::api_write::Kind,
         name: &str,
         resource_version: Option<&str>,
         deletion: bool,
     ) -> bool {
-        use crate::execute::Kind;
+        use crate::api_write::Kind;
         let named = |n: &Option<String>| n.as_deref() == Some(name);
         let rv_of = |found: Option<Option<String>>| match (found, resource_version) {
             (Some(cached), Some(rv)) => caught_up(cached.as_deref(), rv),

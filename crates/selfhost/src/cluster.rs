@@ -1,0 +1,232 @@
+//! The front door for a self-hosted cluster: connect once for a command (reachability,
+//! credentials and every permission the command needs checked before anything is done), then
+//! status, plan, prepull and apply on what was observed.
+
+use std::time::Duration;
+
+use selfhost_core::Component;
+use selfhost_core::prepull::PrepullOutcome;
+use tokio_util::sync::CancellationToken;
+
+use crate::access;
+use crate::client::{ClientArgs, Clients, RequestCount};
+use crate::connect::{self, ConnectError};
+use crate::error::Error;
+use crate::events::Events;
+use crate::observer::Observer;
+use crate::permission::{Permission, UPGRADER, VIEWER};
+use crate::plan::{Plan, PlanRequest, make_plan};
+use crate::prepull::{PrepullOptions, PrepullProgress, images_to_prepull, prepull, record};
+use crate::retry::RetryPolicy;
+use crate::status::{ControlPlaneStatus, component_status};
+use crate::target::Targets;
+use crate::upgrade::{ApplyOptions, RunReport, apply};
+
+/// How long the first list of the control-plane objects may take.
+const FIRST_LIST: Duration = Duration::from_secs(30);
+/// How long a dead server is probed again before it is reported: a connection reset (a load
+/// balancer, an apiserver restarting) must not end the command.
+const REACH_PATIENCE: Duration = Duration::from_millis(800);
+
+/// The command a connection is for: it decides the permissions checked up front.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `status`.
+    Status,
+    /// `plan`.
+    Plan {
+        /// No `--config`: the cluster's kubeadm configuration is read.
+        config_from_cluster: bool,
+        /// `--prepull`: temporary DaemonSets are written.
+        prepull: bool,
+    },
+    /// `apply`.
+    Apply {
+        /// No `--config`: the cluster's kubeadm configuration is read.
+        config_from_cluster: bool,
+        /// `--prepull`: temporary DaemonSets are written.
+        prepull: bool,
+    },
+}
+
+impl Command {
+    /// The command as a user types it, for messages.
+    fn name(self) -> &'static str {
+        match self {
+            Command::Status => "selfhost status",
+            Command::Plan { .. } => "selfhost plan",
+            Command::Apply { .. } => "selfhost apply",
+        }
+    }
+
+    /// The service account of deploy/rbac.yaml that has every permission the command needs.
+    fn role(self) -> &'static str {
+        match self {
+            Command::Status | Command::Plan { prepull: false, .. } => VIEWER,
+            Command::Plan { prepull: true, .. } | Command::Apply { .. } => UPGRADER,
+        }
+    }
+
+    /// Every permission the command needs, observing the control plane included.
+    fn permissions(self) -> Vec<Permission> {
+        let mut needs = access::observe();
+        let (config_from_cluster, prepull) = match self {
+            Command::Status => return needs,
+            Command::Plan {
+                config_from_cluster,
+                prepull,
+            } => (config_from_cluster, prepull),
+            Command::Apply {
+                config_from_cluster,
+                prepull,
+            } => {
+                needs.extend(access::upgrade());
+                (config_from_cluster, prepull)
+            }
+        };
+        if config_from_cluster {
+            needs.extend(access::cluster_config());
+        }
+        if prepull {
+            needs.extend(access::prepull());
+        }
+        needs
+    }
+}
+
+/// A connected, watched self-hosted cluster.
+pub struct Cluster {
+    clients: Clients,
+    observer: Observer,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("server", &self.clients.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Connects as kubectl would, checks that the API answers and that the credentials have
+    /// every permission `command` needs, and starts watching the control plane.
+    ///
+    /// # Errors
+    /// A kubeconfig that cannot be used, a server that cannot be worked with, missing
+    /// permissions (each named), or watches that do not list in time. Nothing was changed.
+    pub async fn connect(args: &ClientArgs, command: Command) -> Result<Cluster, Error> {
+        let clients = crate::client::connect(args).await?;
+        connect::reach(&clients, REACH_PATIENCE).await?;
+        connect::first_request(
+            &clients,
+            command.name(),
+            command.role(),
+            &command.permissions(),
+        )
+        .await?;
+        let observer = Observer::start(&clients);
+        observer
+            .ready(FIRST_LIST)
+            .await
+            .map_err(ConnectError::TooSlow)?;
+        Ok(Cluster { clients, observer })
+    }
+
+    /// The clients, for recording a run beside the engine.
+    pub fn clients(&self) -> &Clients {
+        &self.clients
+    }
+
+    /// The API server address the kubeconfig names.
+    pub fn server(&self) -> &str {
+        &self.clients.server
+    }
+
+    /// The HTTP requests sent so far.
+    pub fn requests(&self) -> &RequestCount {
+        &self.clients.requests
+    }
+
+    /// Each component's DaemonSet, pods and upgrade in progress, and the API's health.
+    pub async fn status(&mut self) -> ControlPlaneStatus {
+        let mut components = Vec::new();
+        for component in Component::ALL {
+            components.push(component_status(&self.observer.observe(component).await));
+        }
+        ControlPlaneStatus {
+            server: self.clients.server.clone(),
+            api: self.observer.api_health(Duration::ZERO).await,
+            components,
+        }
+    }
+
+    /// The plan for `request`, and the target templates `apply` is to act on.
+    ///
+    /// # Errors
+    /// The cluster could not be read, or the target not rendered.
+    pub async fn plan(&mut self, request: &PlanRequest) -> Result<(Plan, Targets), Error> {
+        let (plan, targets, _) = make_plan(
+            &mut self.observer,
+            &self.clients.api,
+            request,
+            &RetryPolicy::default(),
+        )
+        .await?;
+        Ok((plan, targets))
+    }
+
+    /// Has every control-plane node pull the target images (temporary DaemonSets, removed
+    /// again in every case) and records the `images-pullable` check in `plan`, whose
+    /// `proceeds` then says whether `apply` may go on.
+    ///
+    /// # Errors
+    /// The prepull could not be carried out; [`Error::kind`] says whether its DaemonSets
+    /// were removed.
+    pub async fn prepull(
+        &self,
+        plan: &mut Plan,
+        targets: &Targets,
+        options: &PrepullOptions,
+        cancel: &CancellationToken,
+        progress: &mut (dyn FnMut(PrepullProgress) + Send),
+    ) -> Result<(), Error> {
+        let images = images_to_prepull(plan, targets);
+        progress(PrepullProgress::Starting {
+            images: images.iter().map(|i| i.image.clone()).collect(),
+        });
+        let outcome: PrepullOutcome = prepull(
+            &self.clients.api,
+            targets,
+            &images,
+            options,
+            cancel,
+            progress,
+        )
+        .await?;
+        record(plan, &outcome);
+        Ok(())
+    }
+
+    /// Upgrades every component to `targets`, one after the other.
+    ///
+    /// # Errors
+    /// The run stopped after it began, without an outcome of the pivot's own.
+    pub async fn apply(
+        &mut self,
+        targets: &Targets,
+        options: &ApplyOptions,
+        events: &Events,
+        cancel: &CancellationToken,
+    ) -> Result<RunReport, Error> {
+        Ok(apply(
+            &mut self.observer,
+            &self.clients.api,
+            targets,
+            options,
+            events,
+            cancel,
+        )
+        .await?)
+    }
+}
