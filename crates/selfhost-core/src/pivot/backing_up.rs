@@ -10,11 +10,11 @@ use super::annotations::{
     BACKUP_IDENTITIES, HELD_UPDATE_STRATEGY, ROLLBACK_REASON, ROLLBACK_STARTED_AT,
     UPDATE_STARTED_AT, template_applied,
 };
-use super::recorded::RecordedIdentity;
+use super::backup_identities::RecordedIdentity;
+use super::decision_inputs::{Pivot, describe};
 use super::serving::{Serving, pod_serves};
 use super::step::{Step, Wait};
 use super::target::Target;
-use super::view::{Pivot, describe};
 use crate::disruption::{ClusterShape, expected_disruption};
 use crate::observation::{BackupObservation, ContainerState, Observation, PodObservation, time};
 use crate::rollout::{SignalPolicy, failure_signals};
@@ -187,7 +187,7 @@ impl Pivot<'_> {
     }
 
     /// The update to the target, starting the rollout clock, recording which identity holder
-    /// is each backup pod's (for a run that resumes this one: `recorded.rs`), and holding the
+    /// is each backup pod's (for a run that resumes this one: `backup_identities.rs`), and holding the
     /// rollout where the controller must not pace it (see `hold.rs`).
     pub(super) fn update_to_target(&self, backup: &BackupObservation) -> Step {
         let mut set = vec![(UPDATE_STARTED_AT, time::format(self.now()))];
@@ -208,7 +208,7 @@ impl Pivot<'_> {
 }
 
 /// The record of every backup pod that serves by an attributed identity now (or by a record
-/// that still holds): the value of [`BACKUP_IDENTITIES`] (see `recorded.rs`), `None` when
+/// that still holds): the value of [`BACKUP_IDENTITIES`] (see `backup_identities.rs`), `None` when
 /// there is none.
 fn backup_identities(
     obs: &Observation,

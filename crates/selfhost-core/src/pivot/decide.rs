@@ -15,12 +15,12 @@ use k8s_openapi::jiff::Timestamp;
 use super::annotations::{
     BACKUP_DRAIN_STEP_AT, backup_created_at, rollback_started_at, template_applied,
 };
+use super::decision_inputs::Pivot;
 use super::foreign_backup::{Adoption, Blocking};
 use super::phase::Phase;
 use super::refusals::missing_real;
 use super::step::Step;
 use super::target::Target;
-use super::view::Pivot;
 use crate::backup::BackupOrigin;
 use crate::observation::{BackupObservation, Observation};
 

@@ -33,11 +33,11 @@
 //! single deletion. The node-by-node removal remains for a backup with pods.
 
 use super::annotations::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES};
+use super::decision_inputs::Pivot;
 use super::exclusion::{drained_nodes, exclude_nodes};
 use super::leader::lease_hand_over;
 use super::step::{Step, Update, Wait, Watch};
 use super::update_strategy::on_delete;
-use super::view::Pivot;
 use crate::component::Component;
 use crate::observation::{BackupObservation, PodObservation, time};
 

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
 use super::annotations::BACKUP_CREATED_AT;
+use super::decision_inputs::Pivot;
 use super::step::Step;
-use super::view::Pivot;
 use crate::backup::{
     BackupError, BackupRecord, ORIGINAL_TEMPLATE_ANNOTATION, TARGET_VERSION_ANNOTATION,
 };

@@ -26,9 +26,9 @@
 use k8s_openapi::api::apps::v1::DaemonSetUpdateStrategy;
 
 use super::annotations::HELD_UPDATE_STRATEGY;
+use super::decision_inputs::Pivot;
 use super::step::Step;
 use super::update_strategy::on_delete;
-use super::view::Pivot;
 use crate::component::Component;
 use crate::disruption::ClusterShape;
 

@@ -13,9 +13,9 @@
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::decision_inputs::Pivot;
 use super::serving::pod_serves;
 use super::step::Step;
-use super::view::Pivot;
 use crate::component::Component;
 use crate::observation::{PodObservation, time};
 

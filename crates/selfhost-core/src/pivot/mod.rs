@@ -65,8 +65,10 @@
 
 mod annotations;
 mod backing_up;
+mod backup_identities;
 mod backup_template;
 mod decide;
+mod decision_inputs;
 mod drain;
 mod exclusion;
 mod foreign_backup;
@@ -76,7 +78,6 @@ mod linger;
 mod new_leader;
 mod pending;
 mod phase;
-mod recorded;
 mod refusals;
 mod replacing;
 mod rolling_back;
@@ -91,7 +92,6 @@ mod tests;
 mod update_strategy;
 mod vacate;
 mod verifying;
-mod view;
 
 pub use crate::observation::{IdentityPublishing, identity_publishing};
 pub use annotations::{
@@ -99,13 +99,13 @@ pub use annotations::{
     BACKUP_DRAINED_NODES, BACKUP_IDENTITIES, HELD_UPDATE_STRATEGY, LEADER_AFTER_HAND_OVER,
     ROLLBACK_REASON, ROLLBACK_STARTED_AT, UPDATE_STARTED_AT, template_applied,
 };
+pub use backup_identities::RecordedIdentity;
 pub use backup_template::{backup_daemonset, with_port_sharing};
 pub use decide::{next_step, phase};
 pub use exclusion::{exclude_nodes, runs_as_record_only};
 pub use leader::lease_hand_over;
 pub use new_leader::{LEADER_ELECT_FLAG, leader_is_new_process};
 pub use phase::Phase;
-pub use recorded::RecordedIdentity;
 pub use serving::{Serving, pod_serves};
 pub use step::{Step, Update, Wait, Watch};
 pub use target::{

@@ -3,8 +3,8 @@
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::decision_inputs::Pivot;
 use super::serving::{pod_serves, soak_ends_at};
-use super::view::Pivot;
 use crate::component::Component;
 use crate::observation::{BackupObservation, IdentityPublishing, identity_publishing};
 use crate::rollout::{pod_not_rolled_out, rollout_progress};

@@ -1,7 +1,7 @@
 //! Where the pivot has nothing to work on: no real DaemonSet, or one that runs on no node.
 
+use super::decision_inputs::Pivot;
 use super::step::Step;
-use super::view::Pivot;
 use crate::backup::ORIGINAL_TEMPLATE_ANNOTATION;
 use crate::observation::Observation;
 

@@ -3,11 +3,11 @@
 //! with a short grace, and, under `updateStrategy: OnDelete` (the operator's, or selfhost's
 //! hold, `hold.rs`), the next old pod deleted once every other node is settled.
 
+use super::decision_inputs::Pivot;
 use super::leader::lease_hand_over;
 use super::serving::{Serving, pod_serves};
 use super::step::Step;
 use super::vacate::Turn;
-use super::view::Pivot;
 use crate::observation::PodObservation;
 use crate::rollout::pod_not_rolled_out;
 

@@ -9,10 +9,10 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use super::annotations::{
     HELD_UPDATE_STRATEGY, ROLLBACK_REASON, ROLLBACK_STARTED_AT, backup_created_at,
 };
+use super::decision_inputs::{Pivot, describe};
 use super::leader::lease_hand_over;
 use super::serving::{created_after_our_write, pod_serves, serves_despite_its_probe};
 use super::step::{Step, Wait};
-use super::view::{Pivot, describe};
 use crate::observation::{BackupObservation, ContainerState, Observation, PodObservation, time};
 use crate::rollout::{failure_signals, rollout_progress};
 

@@ -6,8 +6,8 @@
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
+use super::decision_inputs::{Pivot, describe};
 use super::step::{Step, Wait};
-use super::view::{Pivot, describe};
 use crate::component::Component;
 use crate::observation::{
     BackupObservation, IDENTITY_FRESHNESS, IdentityPublishing, identity_publishing,

@@ -28,7 +28,7 @@
 //!   backup was created: the one left is the backup pod's.
 //! - **record**: for a backup pod, the holder that the run which updated the real DaemonSet
 //!   attributed to it, while the pod runs the same process and the holder is renewed (see
-//!   `recorded.rs`): a run resumed after that one was killed did not see the hand-overs.
+//!   `backup_identities.rs`): a run resumed after that one was killed did not see the hand-overs.
 //!
 //! None can be fooled by a probe answered by another process: a process that does not
 //! serve publishes nothing.
@@ -48,8 +48,8 @@ use serde::Serialize;
 use super::annotations::{
     APPLIED_OVER_GENERATION, BACKUP_CREATED_AT, ROLLBACK_STARTED_AT, UPDATE_STARTED_AT,
 };
+use super::backup_identities::recorded_identity;
 use super::exclusion::runs_as_record_only;
-use super::recorded::recorded_identity;
 use super::target::Target;
 use crate::component::Component;
 use crate::observation::{
@@ -69,7 +69,7 @@ pub enum Serving {
         holder: String,
     },
     /// A backup kube-apiserver pod whose holder the run that updated the real DaemonSet
-    /// attributed to it, still renewed by the same process (see `recorded.rs`): what a
+    /// attributed to it, still renewed by the same process (see `backup_identities.rs`): what a
     /// resumed run knows of hand-overs it did not watch.
     Recorded {
         /// The Lease.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::view::Pivot;
+use super::decision_inputs::Pivot;
 use crate::command_line::template_flag;
 use crate::component::Component;
 use crate::config::go_duration;

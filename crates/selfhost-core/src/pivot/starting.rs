@@ -4,8 +4,8 @@
 //! (`vacate.rs`).
 
 use super::backup_template::backup_daemonset;
+use super::decision_inputs::Pivot;
 use super::step::{Step, Wait};
-use super::view::Pivot;
 use crate::disruption::{ClusterShape, expected_disruption};
 use crate::observation::NodeReadiness;
 use crate::rollout::{rollout_progress, stuck};

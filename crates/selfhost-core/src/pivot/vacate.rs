@@ -51,11 +51,11 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::jiff::Timestamp;
 
 use super::annotations::{BACKUP_DRAIN_STEP_AT, BACKUP_DRAINED_NODES};
+use super::decision_inputs::Pivot;
 use super::exclusion::{drained_nodes, exclude_nodes};
 use super::serving::pod_serves;
 use super::step::{Step, Update};
 use super::update_strategy::on_delete;
-use super::view::Pivot;
 use crate::component::Component;
 use crate::observation::{BackupObservation, PodObservation};
 

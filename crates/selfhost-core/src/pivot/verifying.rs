@@ -3,10 +3,10 @@
 //! over, and the component is verified: `/readyz` and `/version` for the kube-apiserver, a
 //! leader that is a new process for the others (`new_leader.rs`).
 
+use super::decision_inputs::{Pivot, describe};
 use super::leader::{leader_record, lease_hand_over};
 use super::new_leader::leader_is_new_process;
 use super::step::{Step, Wait, Watch};
-use super::view::{Pivot, describe};
 use crate::component::Component;
 use crate::rollout::{failure_signals, rollout_progress};
 use crate::version::KubeVersion;

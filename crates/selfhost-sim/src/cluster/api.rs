@@ -8,11 +8,12 @@
 //! for everyone.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::board::Board;
+use super::process_table::ProcessTable;
 use crate::error::ApiError;
 use crate::resources::ResourceType;
 use crate::server::SimServer;
@@ -51,12 +52,16 @@ impl CallError {
     }
 }
 
+/// How often a component checks again whether a server it found down answers (a down_for
+/// fault does not announce its end).
+pub(crate) const RETRY_WHEN_DOWN: Duration = Duration::from_millis(25);
+
 /// The in-process API client (cheap to clone).
 #[derive(Clone)]
 pub(crate) struct ClusterApi {
     store: Store,
     server: Arc<SimServer>,
-    board: Arc<Board>,
+    process_table: Arc<ProcessTable>,
 }
 
 impl std::fmt::Debug for ClusterApi {
@@ -68,18 +73,18 @@ impl std::fmt::Debug for ClusterApi {
 }
 
 impl ClusterApi {
-    pub(crate) fn new(server: Arc<SimServer>, board: Arc<Board>) -> Self {
+    pub(crate) fn new(server: Arc<SimServer>, process_table: Arc<ProcessTable>) -> Self {
         ClusterApi {
             store: server.store().clone(),
             server,
-            board,
+            process_table,
         }
     }
 
     /// Whether the API server answers: the model lets it (decided the moment the last
     /// apiserver process stopped, before the HTTP listener closes) and it listens.
     pub(crate) fn is_up(&self) -> bool {
-        self.board.api_allowed() && self.server.is_up()
+        self.process_table.api_allowed() && self.server.is_up()
     }
 
     /// The store itself, for waiting on revisions (no data is read through it).

@@ -16,12 +16,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, uid_mismatch};
-use super::board::Signals;
 use super::daemonset_sync::{self, MANAGER};
 use super::events::{self, Involved, Source};
 use super::informer::{Cache, Cursor};
-use super::leading::{Leading, run_while_leading};
+use super::leader_gated_loop::{LeaderState, run_while_leading};
 use super::model::Leadership;
+use super::process_table::ModelDecisions;
 use super::timings::SimTimings;
 use crate::controllers::daemonset::{self, DaemonSetView, FailedPodBackoff};
 use crate::controllers::kubelet::NODE_LEASE_NAMESPACE;
@@ -62,7 +62,7 @@ impl Process {
     }
 }
 
-impl Leading for Process {
+impl LeaderState for Process {
     fn leadership(&self) -> &Leadership {
         &self.leader
     }
@@ -71,15 +71,15 @@ impl Leading for Process {
 /// The controller-manager task.
 pub(crate) struct ControllerManager {
     pub api: ClusterApi,
-    pub signals: Signals,
+    pub decisions: ModelDecisions,
     pub timings: SimTimings,
 }
 
 impl ControllerManager {
     /// Runs until shutdown.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let leadership = self.signals.controller_manager.clone();
-        let api_up = self.signals.api_up.clone();
+        let leadership = self.decisions.controller_manager.clone();
+        let api_up = self.decisions.api_up.clone();
         run_while_leading(&self.api, leadership, api_up, shutdown, Process::new, |p| {
             self.pass(p)
         })

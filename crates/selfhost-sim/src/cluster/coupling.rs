@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::board::Signals;
+use super::process_table::ModelDecisions;
 use crate::server::SimServer;
 
 /// The coupling task's inputs.
 pub(crate) struct Coupling {
     pub server: Arc<SimServer>,
-    pub signals: Signals,
+    pub decisions: ModelDecisions,
     /// Whether the garbage collector may run at all.
     pub garbage_collector: bool,
     /// `/version` when no serving apiserver names one.
@@ -30,16 +30,16 @@ impl Coupling {
             self.apply().await;
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                r = self.signals.api.changed() => if r.is_err() { return },
-                r = self.signals.controller_manager.changed() => if r.is_err() { return },
+                r = self.decisions.api.changed() => if r.is_err() { return },
+                r = self.decisions.controller_manager.changed() => if r.is_err() { return },
             }
         }
     }
 
     async fn apply(&mut self) {
-        let decision = self.signals.api.borrow_and_update().clone();
+        let decision = self.decisions.api.borrow_and_update().clone();
         let cm_acts = self
-            .signals
+            .decisions
             .controller_manager
             .borrow_and_update()
             .is_active();

@@ -29,10 +29,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, typed};
-use super::board::{Board, Signals};
 use super::leader_election::whole_seconds;
-use super::leading::sleep_until;
+use super::leader_gated_loop::sleep_until;
 use super::model::image_version;
+use super::process_table::{ModelDecisions, ProcessTable};
 use crate::controllers::clock;
 use crate::resources::LEASES;
 use crate::store::{DeleteOptions, Subresource, meta};
@@ -157,8 +157,8 @@ struct Publisher {
 /// The identity Lease task.
 pub(crate) struct IdentityLeases {
     pub api: ClusterApi,
-    pub board: Arc<Board>,
-    pub signals: Signals,
+    pub process_table: Arc<ProcessTable>,
+    pub decisions: ModelDecisions,
     pub timings: IdentityLeaseTimings,
     pub policy: ApiserverIdentity,
 }
@@ -169,7 +169,7 @@ impl IdentityLeases {
         if self.policy == ApiserverIdentity::Never {
             return;
         }
-        let mut changes = self.board.subscribe();
+        let mut changes = self.process_table.subscribe();
         let mut publishers: BTreeMap<String, Publisher> = BTreeMap::new();
         let mut gc_at: Option<Instant> = None;
         loop {
@@ -199,7 +199,7 @@ impl IdentityLeases {
             };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                r = self.signals.api.changed() => if r.is_err() { return },
+                r = self.decisions.api.changed() => if r.is_err() { return },
                 r = changes.changed() => if r.is_err() { return },
                 _ = sleep_until(wake_at) => {}
             }
@@ -208,8 +208,8 @@ impl IdentityLeases {
 
     /// Starts a publisher for every process that serves now, stops the others.
     fn sync(&mut self, publishers: &mut BTreeMap<String, Publisher>, now: Instant) {
-        let decision = self.signals.api.borrow_and_update().clone();
-        let snapshot = self.board.snapshot();
+        let decision = self.decisions.api.borrow_and_update().clone();
+        let snapshot = self.process_table.snapshot();
         let mut serving = BTreeMap::new();
         for backend in &decision.serving.backends {
             if backend.process.is_none() || !self.policy.publishes(backend.image.as_deref()) {

@@ -31,24 +31,24 @@
 //! they run, and learn about new pods only through the API. See [`model`] for the seams.
 
 mod api;
-mod board;
+mod availability_recorder;
 mod builder;
 mod controller_manager;
 mod coupling;
 mod daemonset_sync;
 mod events;
-mod feed;
 pub mod handover;
 mod identity;
 mod informer;
+mod kubelet_pod_watch;
 mod leader_election;
-mod leader_task;
+mod leader_election_task;
+mod leader_gated_loop;
 mod leader_timeline;
-mod leading;
 pub mod model;
 mod node_agent;
 mod prober;
-mod recorder;
+mod process_table;
 mod registry;
 mod scheduler;
 mod start;
@@ -63,6 +63,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+pub use availability_recorder::{ApiSample, AvailabilityRecorder, PodSample};
 pub use builder::SimClusterBuilder;
 pub use handover::{ApiFrontEnd, HandoverTimings, Handovers};
 pub use identity::{
@@ -81,7 +82,6 @@ pub use prober::{
     CaughtBy, Connections, PROBE_HEADER, PROBER_USER_AGENT, ProbeReport, ProbeSample, ProbeSeries,
     Prober, ProberOptions,
 };
-pub use recorder::{ApiSample, AvailabilityRecorder, PodSample};
 pub use registry::RegistryHandle;
 pub use timings::SimTimings;
 
@@ -91,8 +91,8 @@ use crate::faults::Faults;
 use crate::metrics::Metrics;
 use crate::server::{SimError, SimServer};
 use crate::store::Store;
-use board::{Board, Signals};
-use feed::NodeInput;
+use node_agent::NodeInput;
+use process_table::{ModelDecisions, ProcessTable};
 
 /// Why a cluster could not start, or a control could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -133,8 +133,8 @@ pub struct SimCluster {
     _manifests_root: tempfile::TempDir,
     registry: RegistryHandle,
     recorder: AvailabilityRecorder,
-    board: Arc<Board>,
-    signals: Signals,
+    process_table: Arc<ProcessTable>,
+    decisions: ModelDecisions,
     inputs: HashMap<String, mpsc::UnboundedSender<NodeInput>>,
     mode: BootstrapMode,
     configured_version: String,
@@ -275,7 +275,7 @@ impl SimCluster {
 
     /// What every kubelet runs now.
     pub fn processes(&self) -> ControlPlaneSnapshot {
-        self.board.snapshot()
+        self.process_table.snapshot()
     }
 
     /// The hand-over model at run time (`None` when the cluster runs without it): which
@@ -288,8 +288,8 @@ impl SimCluster {
     /// (while it runs and is not stopping).
     pub fn leader(&self, role: Role) -> Leadership {
         match role {
-            Role::ControllerManager => self.signals.controller_manager.borrow().clone(),
-            Role::Scheduler => self.signals.scheduler.borrow().clone(),
+            Role::ControllerManager => self.decisions.controller_manager.borrow().clone(),
+            Role::Scheduler => self.decisions.scheduler.borrow().clone(),
         }
     }
 
@@ -300,7 +300,7 @@ impl SimCluster {
 
     /// Switches the self-hosting model on or off at runtime.
     pub fn set_self_hosting_model(&self, on: bool) {
-        self.board.set_coupled(on);
+        self.process_table.set_coupled(on);
     }
 
     /// Puts a node's machine in a state: `Down` (off: its processes are gone, nothing is

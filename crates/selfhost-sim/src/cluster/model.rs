@@ -1,12 +1,12 @@
 //! The self-hosting model: what the kubelets run decides whether the API answers, which
 //! version it reports, and which controller-manager and scheduler act.
 //!
-//! Kubelets publish their containers on a board (a [`ControlPlaneSnapshot`]); on every
+//! Kubelets publish their containers on the process table (a [`ControlPlaneSnapshot`]); on every
 //! publication, synchronously, two policies decide: a [`ServingPolicy`] (which kube-apiserver processes serve; the API is up while
 //! there is one) and a [`LeaderPolicy`] per [`Role`] (which process acts for the
 //! controller-manager and the scheduler). Deciding at the moment of publication matters: a
 //! kubelet whose apiserver process just exited must not get its next write through. Controllers
-//! never look at pods: they wait on the [`Leadership`] the board publishes. Replacing "a Ready pod" by "the process holding
+//! never look at pods: they wait on the [`Leadership`] the process table publishes. Replacing "a Ready pod" by "the process holding
 //! the leader Lease", or "any Ready apiserver" by "the one this connection reached", is a new
 //! policy (or a task feeding the same channels), not a rewiring.
 

@@ -16,19 +16,18 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::api::{CallError, ClusterApi, typed, uid_mismatch};
-use super::board::Board;
+use super::api::{CallError, ClusterApi, RETRY_WHEN_DOWN, typed, uid_mismatch};
+use super::availability_recorder::AvailabilityRecorder;
 use super::events::{self, Involved, Source};
-use super::feed::{NodeInput, RETRY_WHEN_DOWN};
 use super::handover::ApiFrontEnd;
-use super::leading::sleep_until;
+use super::leader_gated_loop::sleep_until;
 use super::model::NodeContainers;
-use super::recorder::AvailabilityRecorder;
+use super::process_table::ProcessTable;
 use super::registry::RegistryHandle;
 use crate::controllers::clock;
 use crate::controllers::kubelet::{
-    Kubelet, KubeletReport, NODE_LEASE_NAMESPACE, NodeState, PodRef, node_lease, parse_manifest,
-    static_pod,
+    Kubelet, KubeletReport, NODE_LEASE_NAMESPACE, NodeState, PodRef, ProcessId, node_lease,
+    parse_manifest, static_pod,
 };
 use crate::controllers::objects::condition;
 use crate::resources::{LEASES, NODES, PODS};
@@ -37,13 +36,36 @@ use crate::store::{DeleteOptions, Subresource, meta};
 /// The field manager and event source of kubelet writes.
 const KUBELET: &str = "kubelet";
 
+/// What a node's kubelet task is told.
+#[derive(Debug, Clone)]
+pub(crate) enum NodeInput {
+    /// A pod bound to the node was added or changed.
+    Pod(Arc<Value>),
+    /// A pod bound to the node is gone from the API (its uid).
+    Removed(String),
+    /// Every pod bound to the node now (the watch fell behind and started over): pods the
+    /// kubelet knows and that are not here are gone.
+    Resync(Vec<Arc<Value>>),
+    /// The machine changes state.
+    SetState(NodeState),
+    /// A process ends itself (a leader that lost its Lease exits).
+    ExitProcess {
+        /// The process.
+        process: ProcessId,
+        /// Its exit code.
+        code: i32,
+        /// Its last words.
+        message: String,
+    },
+}
+
 /// What a node agent is made of.
 pub(crate) struct NodeAgent {
     pub kubelet: Kubelet,
     pub node: Node,
     pub api: ClusterApi,
     pub registry: RegistryHandle,
-    pub board: Arc<Board>,
+    pub process_table: Arc<ProcessTable>,
     pub recorder: AvailabilityRecorder,
     pub manifests_dir: PathBuf,
     pub scan_interval: Duration,
@@ -233,7 +255,7 @@ impl NodeAgent {
         if let Some(front_end) = &self.front_end {
             front_end.publish(&node, &self.kubelet);
         }
-        self.board.publish(
+        self.process_table.publish(
             &node,
             NodeContainers {
                 state: self.kubelet.node_state(),

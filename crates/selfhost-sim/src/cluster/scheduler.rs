@@ -12,11 +12,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, uid_mismatch};
-use super::board::Signals;
 use super::events::{self, Involved, Source};
 use super::informer::{Cache, Cursor};
-use super::leading::{Leading, run_while_leading};
+use super::leader_gated_loop::{LeaderState, run_while_leading};
 use super::model::Leadership;
+use super::process_table::ModelDecisions;
 use crate::controllers::objects::{self, condition};
 use crate::controllers::scheduler::{self, FitError, SCHEDULER_NAME};
 use crate::resources::{NODES, PODS};
@@ -36,7 +36,7 @@ struct Process {
     unfinished: bool,
 }
 
-impl Leading for Process {
+impl LeaderState for Process {
     fn leadership(&self) -> &Leadership {
         &self.leader
     }
@@ -45,14 +45,14 @@ impl Leading for Process {
 /// The scheduler task.
 pub(crate) struct Scheduler {
     pub api: ClusterApi,
-    pub signals: Signals,
+    pub decisions: ModelDecisions,
 }
 
 impl Scheduler {
     /// Runs until shutdown.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let leadership = self.signals.scheduler.clone();
-        let api_up = self.signals.api_up.clone();
+        let leadership = self.decisions.scheduler.clone();
+        let api_up = self.decisions.api_up.clone();
         let start = |leader| Process {
             leader,
             cursor: Cursor::default(),

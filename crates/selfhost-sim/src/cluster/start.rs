@@ -20,17 +20,17 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{ClusterApi, typed};
-use super::board::Board;
+use super::availability_recorder::AvailabilityRecorder;
 use super::builder::SimClusterBuilder;
 use super::controller_manager::ControllerManager;
 use super::coupling::Coupling;
-use super::feed;
 use super::handover::ApiFrontEnd;
 use super::identity::IdentityLeases;
-use super::leader_task::{Holders, LeaderElection, LeaseHolder};
+use super::kubelet_pod_watch;
+use super::leader_election_task::{Holders, LeaderElection, LeaseHolder};
 use super::model::{LeaderPolicy, Leadership, ServingPolicy};
 use super::node_agent::NodeAgent;
-use super::recorder::AvailabilityRecorder;
+use super::process_table::ProcessTable;
 use super::registry::RegistryHandle;
 use super::scheduler::Scheduler;
 use super::{ClusterError, SimCluster};
@@ -223,19 +223,20 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     } else {
         b.leader_policy.clone()
     };
-    let (board, signals) = Board::new(serving_policy, leader_policy, recorder.clone(), &b.version);
+    let (process_table, decisions) =
+        ProcessTable::new(serving_policy, leader_policy, recorder.clone(), &b.version);
     if let Some(f) = &front_end {
-        let weak = Arc::downgrade(&board);
+        let weak = Arc::downgrade(&process_table);
         f.attach(
             move || {
-                if let Some(board) = weak.upgrade() {
-                    board.redecide();
+                if let Some(process_table) = weak.upgrade() {
+                    process_table.redecide();
                 }
             },
-            signals.api.clone(),
+            decisions.api.clone(),
         );
     }
-    let api = ClusterApi::new(server.clone(), board.clone());
+    let api = ClusterApi::new(server.clone(), process_table.clone());
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let mut inputs = HashMap::new();
@@ -267,7 +268,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
             node,
             api: api.clone(),
             registry: registry.clone(),
-            board: board.clone(),
+            process_table: process_table.clone(),
             recorder: recorder.clone(),
             manifests_dir: manifests[&spec.name].clone(),
             scan_interval: b.timings.manifest_scan_interval,
@@ -278,17 +279,17 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
             retry: false,
             front_end: front_end.clone(),
         };
-        tasks.spawn(agent.run(rx, signals.api_up.clone(), shutdown.clone()));
+        tasks.spawn(agent.run(rx, decisions.api_up.clone(), shutdown.clone()));
     }
-    tasks.spawn(feed::run(
+    tasks.spawn(kubelet_pod_watch::run(
         api.clone(),
         inputs.clone(),
-        signals.api_up.clone(),
+        decisions.api_up.clone(),
         shutdown.clone(),
     ));
     let model = Coupling {
         server: server.clone(),
-        signals: signals.clone(),
+        decisions: decisions.clone(),
         garbage_collector: b.garbage_collector,
         configured_version: b.version.clone(),
         holds_server_down: front_end.is_none(),
@@ -299,19 +300,19 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     }
     let cm = ControllerManager {
         api: api.clone(),
-        signals: signals.clone(),
+        decisions: decisions.clone(),
         timings: b.timings,
     };
     tasks.spawn(cm.run(shutdown.clone()));
     let scheduler = Scheduler {
         api: api.clone(),
-        signals: signals.clone(),
+        decisions: decisions.clone(),
     };
     tasks.spawn(scheduler.run(shutdown.clone()));
     if b.leader_election {
         let election = LeaderElection {
             api: api.clone(),
-            board: board.clone(),
+            process_table: process_table.clone(),
             holders,
             inputs: inputs.clone(),
             timings: b.timings.leader_election,
@@ -322,8 +323,8 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     }
     let identity = IdentityLeases {
         api,
-        board: board.clone(),
-        signals: signals.clone(),
+        process_table: process_table.clone(),
+        decisions: decisions.clone(),
         timings: b.timings.apiserver_identity,
         policy: b.apiserver_identity,
     };
@@ -336,8 +337,8 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         _manifests_root: root,
         registry,
         recorder,
-        board,
-        signals,
+        process_table,
+        decisions,
         inputs,
         mode: b.mode,
         configured_version: b.version.clone(),
@@ -351,8 +352,8 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     }
     if b.self_hosting_model {
         cluster.set_self_hosting_model(true);
-        let mut cm = cluster.signals.controller_manager.clone();
-        let mut scheduler = cluster.signals.scheduler.clone();
+        let mut cm = cluster.decisions.controller_manager.clone();
+        let mut scheduler = cluster.decisions.scheduler.clone();
         let coupled = |l: &Leadership| *l != Leadership::Ungated;
         let applied = async {
             cm.wait_for(coupled).await.is_ok() && scheduler.wait_for(coupled).await.is_ok()
@@ -373,7 +374,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
 
 /// What is still missing before the control plane counts as up (`None`: nothing).
 fn missing(cluster: &SimCluster) -> Option<String> {
-    let snapshot = cluster.board.snapshot();
+    let snapshot = cluster.process_table.snapshot();
     for spec in &cluster.nodes {
         let Some(node) = snapshot.nodes.get(&spec.name) else {
             return Some(format!("the kubelet of {} has not reported", spec.name));
@@ -440,7 +441,7 @@ fn missing(cluster: &SimCluster) -> Option<String> {
 
 async fn control_plane_ready(cluster: &SimCluster, timeout: Duration) -> Result<(), ClusterError> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut board = cluster.board.subscribe();
+    let mut published = cluster.process_table.subscribe();
     let mut revisions = cluster.store().subscribe_revisions();
     loop {
         let Some(what) = missing(cluster) else {
@@ -450,7 +451,7 @@ async fn control_plane_ready(cluster: &SimCluster, timeout: Duration) -> Result<
             _ = tokio::time::sleep_until(deadline) => {
                 return Err(ClusterError::Bootstrap { waited: timeout, missing: what });
             }
-            _ = board.changed() => {}
+            _ = published.changed() => {}
             _ = revisions.changed() => {}
         }
     }

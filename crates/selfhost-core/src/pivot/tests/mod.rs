@@ -3,6 +3,7 @@
 mod ambiguous_holder;
 mod attribution;
 mod backing_up;
+mod backup_identities;
 mod builder;
 mod builder_backup;
 mod builder_rollout;
@@ -14,7 +15,6 @@ mod leases;
 mod outages;
 mod phase;
 mod podless;
-mod recorded;
 mod resume;
 mod rolling_out;
 mod start;

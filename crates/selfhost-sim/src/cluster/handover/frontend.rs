@@ -14,10 +14,10 @@ use super::kernel::{Kernel, node_seed};
 use super::readiness::SharedPortReadiness;
 use super::sockets::{ApiProcess, api_processes};
 use super::{CrossTalkEvent, HandoverTimings, Handovers};
-use crate::cluster::board::ApiDecision;
 use crate::cluster::model::{
     ApiBackend, ApiServing, ControlPlaneSnapshot, ServingPolicy, image_version,
 };
+use crate::cluster::process_table::ApiDecision;
 use crate::controllers::kubelet::{ImageRef, Kubelet, ProcessId, ReadinessModel};
 use crate::server::{ConnectionRouter, ProcessOrigin, ProcessTimes, Route, ServingProcess};
 
@@ -62,7 +62,7 @@ pub(super) struct State {
     pub cursor: usize,
 }
 
-/// What the cluster wires in once the board exists.
+/// What the cluster wires in once the process table exists.
 struct Attachment {
     /// Decides the self-hosting model again (which processes serve changed).
     redecide: Box<dyn Fn() + Send + Sync>,
@@ -145,7 +145,7 @@ impl ApiFrontEnd {
         self.timings
     }
 
-    /// Connects the model to the board: `redecide` is called when the set of serving
+    /// Connects the model to the process table: `redecide` is called when the set of serving
     /// processes changes with time; `decisions` tell whether the self-hosting model is on.
     pub(crate) fn attach(
         &self,

@@ -1,6 +1,6 @@
 //! Leader election as client-go's `leaderelection` package performs it, for one process: the
 //! decisions of one candidate against the Lease record, with its clock and back-off, and
-//! nothing about how the record is read or written (see `leader_task`).
+//! nothing about how the record is read or written (see `leader_election_task.rs`).
 //!
 //! A candidate tries to acquire at once when it starts, then every retry period plus a jitter
 //! of up to 1.2 periods. It takes the Lease when there is none, when the holder is empty (a

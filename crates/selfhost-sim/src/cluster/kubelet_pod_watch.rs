@@ -1,4 +1,4 @@
-//! The kubelets' watch: one watch of all pods, routed to each node's kubelet by
+//! The kubelets' pod watch: one watch of all pods, routed to each node's kubelet by
 //! `spec.nodeName` (what a kubelet's `fieldSelector=spec.nodeName=<node>` watch delivers).
 //! While the API is down nothing is delivered; when it answers again the watch resumes
 //! where it stopped. A watch too far behind (410) starts over from a fresh list, which each
@@ -6,43 +6,15 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::api::ClusterApi;
-use crate::controllers::kubelet::{NodeState, ProcessId};
+use super::api::{ClusterApi, RETRY_WHEN_DOWN};
+use super::node_agent::NodeInput;
 use crate::resources::PODS;
 use crate::store::{EventType, WatchFilter, WatchStart, meta};
-
-/// What a node's kubelet task is told.
-#[derive(Debug, Clone)]
-pub(crate) enum NodeInput {
-    /// A pod bound to the node was added or changed.
-    Pod(Arc<Value>),
-    /// A pod bound to the node is gone from the API (its uid).
-    Removed(String),
-    /// Every pod bound to the node now (the watch fell behind and started over): pods the
-    /// kubelet knows and that are not here are gone.
-    Resync(Vec<Arc<Value>>),
-    /// The machine changes state.
-    SetState(NodeState),
-    /// A process ends itself (a leader that lost its Lease exits).
-    ExitProcess {
-        /// The process.
-        process: ProcessId,
-        /// Its exit code.
-        code: i32,
-        /// Its last words.
-        message: String,
-    },
-}
-
-/// How often a component checks again whether a server it found down answers (a down_for
-/// fault does not announce its end).
-pub(crate) const RETRY_WHEN_DOWN: Duration = Duration::from_millis(25);
 
 /// Waits until the API answers; `false` on shutdown.
 pub(crate) async fn until_api_up(

@@ -1,5 +1,6 @@
-//! One decision's view of the pivot: what was observed, where the component should go, and
-//! its real DaemonSet, with the helpers every phase's decision uses.
+//! The inputs of one pivot decision — what was observed, where the component should go, and
+//! its real DaemonSet — as the [`Pivot`] every phase's decision is a method of, with the
+//! helpers those decisions share (deadlines, watches, the update of the real DaemonSet).
 
 use std::collections::BTreeMap;
 

@@ -38,14 +38,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{CallError, ClusterApi, typed};
-use super::board::Board;
-use super::feed::NodeInput;
 use super::leader_election::{
     Candidate, Due, LEADER_LEASE_NAMESPACE, LeaderElectionTimings, LeaderRecord, LeaseRelease,
     leader_lease_name,
 };
-use super::leading::sleep_until;
+use super::leader_gated_loop::sleep_until;
 use super::model::{ControlPlaneSnapshot, LeaderPolicy, Leadership, ProcessRef, Role};
+use super::node_agent::NodeInput;
+use super::process_table::ProcessTable;
 use crate::controllers::kubelet::NodeState;
 use crate::error::ApiError;
 use crate::resources::LEASES;
@@ -160,7 +160,7 @@ fn failure_time(client: &Candidate, at: Instant) -> Instant {
 /// The election task.
 pub(crate) struct LeaderElection {
     pub api: ClusterApi,
-    pub board: Arc<Board>,
+    pub process_table: Arc<ProcessTable>,
     pub holders: Arc<Holders>,
     /// Each node's kubelet, to make a process that lost its Lease exit.
     pub inputs: HashMap<String, mpsc::UnboundedSender<NodeInput>>,
@@ -185,14 +185,14 @@ struct Electorate {
 impl LeaderElection {
     /// Runs until shutdown.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let mut changes = self.board.subscribe();
+        let mut changes = self.process_table.subscribe();
         let mut electorate = Electorate::default();
         loop {
             // What was due happened before the processes changed: a late task must not
             // skip the renewals of a leader that stopped meanwhile.
             self.run_due(&mut electorate, Instant::now());
             changes.borrow_and_update();
-            let snapshot = self.board.snapshot();
+            let snapshot = self.process_table.snapshot();
             self.sync(&mut electorate, &snapshot, Instant::now());
             self.run_due(&mut electorate, Instant::now());
             self.publish(&electorate);
@@ -455,7 +455,7 @@ impl LeaderElection {
             changed
         };
         if changed {
-            self.board.redecide();
+            self.process_table.redecide();
         }
     }
 }

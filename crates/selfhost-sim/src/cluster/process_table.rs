@@ -1,19 +1,20 @@
-//! The board kubelets publish their containers on, and the self-hosting model's decisions,
-//! taken synchronously on every publication: whether the API may serve, which processes
-//! serve it, and who acts for the controller-manager and the scheduler; each decision goes
-//! into the availability recorder as it is taken. In-process
-//! components read the decisions at once (a kubelet whose apiserver just exited cannot get
-//! its next write through); the coupling task applies them to the HTTP server.
+//! The control-plane process table: which containers and processes every node's kubelet
+//! runs, as the kubelets publish them, and the self-hosting model's decisions, taken
+//! synchronously on every publication: whether the API may serve, which processes serve it,
+//! and who acts for the controller-manager and the scheduler. Each decision goes into the
+//! availability recorder as it is taken. In-process components read the decisions at once
+//! (a kubelet whose apiserver just exited cannot get its next write through); the coupling
+//! task applies them to the HTTP server.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::watch;
 
+use super::availability_recorder::AvailabilityRecorder;
 use super::model::{
     ApiServing, ControlPlaneSnapshot, LeaderPolicy, Leadership, NodeContainers, Role, ServingPolicy,
 };
-use super::recorder::AvailabilityRecorder;
 
 /// What the model decided about the API.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,9 +32,9 @@ impl ApiDecision {
     }
 }
 
-/// What controllers and the coupling task wait on (cheap to clone).
+/// The model's decisions as controllers and the coupling task wait on them (cheap to clone).
 #[derive(Debug, Clone)]
-pub(crate) struct Signals {
+pub(crate) struct ModelDecisions {
     /// Whether the model lets the API answer.
     pub api_up: watch::Receiver<bool>,
     /// The whole API decision.
@@ -50,9 +51,9 @@ struct State {
     coupled: bool,
 }
 
-/// The board and the model's decisions.
+/// What every kubelet runs, and the model's decisions about it.
 #[derive(Debug)]
-pub(crate) struct Board {
+pub(crate) struct ProcessTable {
     state: Mutex<State>,
     serving_policy: Arc<dyn ServingPolicy>,
     leader_policy: Arc<dyn LeaderPolicy>,
@@ -66,19 +67,19 @@ pub(crate) struct Board {
     scheduler: watch::Sender<Leadership>,
 }
 
-impl Board {
-    /// An empty board, uncoupled: the API answers and every controller acts.
+impl ProcessTable {
+    /// An empty table, uncoupled: the API answers and every controller acts.
     pub(crate) fn new(
         serving_policy: Arc<dyn ServingPolicy>,
         leader_policy: Arc<dyn LeaderPolicy>,
         recorder: AvailabilityRecorder,
         configured_version: &str,
-    ) -> (Arc<Board>, Signals) {
+    ) -> (Arc<ProcessTable>, ModelDecisions) {
         let (api_up, api_up_rx) = watch::channel(true);
         let (api, api_rx) = watch::channel(ApiDecision::default());
         let (cm, cm_rx) = watch::channel(Leadership::Ungated);
         let (sched, sched_rx) = watch::channel(Leadership::Ungated);
-        let board = Board {
+        let table = ProcessTable {
             state: Mutex::default(),
             serving_policy,
             leader_policy,
@@ -91,13 +92,13 @@ impl Board {
             controller_manager: cm,
             scheduler: sched,
         };
-        let signals = Signals {
+        let decisions = ModelDecisions {
             api_up: api_up_rx,
             api: api_rx,
             controller_manager: cm_rx,
             scheduler: sched_rx,
         };
-        (Arc::new(board), signals)
+        (Arc::new(table), decisions)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -123,7 +124,7 @@ impl Board {
         self.decide(&state);
     }
 
-    /// Decides again with what the board holds (a policy's inputs changed with time: a
+    /// Decides again with what the table holds (a policy's inputs changed with time: a
     /// Lease was acquired or expired without any kubelet publishing).
     pub(crate) fn redecide(&self) {
         let state = self.lock();

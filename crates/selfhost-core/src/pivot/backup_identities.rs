@@ -1,5 +1,6 @@
-//! What the run that updated the real DaemonSet proved about the backup, kept for a run that
-//! resumes after it.
+//! The backup's identity record ([`BACKUP_IDENTITIES`] on the real DaemonSet): which identity
+//! holder is each backup pod's, as the run that updated the real DaemonSet proved it, kept
+//! for a run that resumes after it, and the check of that record against an observation.
 //!
 //! A kube-apiserver pod serves when its own identity Lease vouches for it (`serving.rs`), and
 //! on a Lease that every process of a host shares only a watcher that saw the hand-over knows

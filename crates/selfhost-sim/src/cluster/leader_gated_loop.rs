@@ -1,18 +1,18 @@
 //! The loop of an in-process component that acts only while one of its processes leads (the
 //! controller-manager and the scheduler): state kept per leading process, dropped when
 //! leadership moves, and a pass over that state after every change of the store, of the
-//! leadership or of the API's availability.
+//! leadership or of the API's availability; and [`sleep_until`], the wait for an optional
+//! wake-up time that the cluster's tasks share.
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::api::{CallError, ClusterApi};
-use super::feed::RETRY_WHEN_DOWN;
+use super::api::{CallError, ClusterApi, RETRY_WHEN_DOWN};
 use super::model::Leadership;
 
 /// The state a component keeps for the process it acts for.
-pub(crate) trait Leading {
+pub(crate) trait LeaderState {
     /// The leadership the state belongs to: a new leader starts from fresh state.
     fn leadership(&self) -> &Leadership;
 }
@@ -27,7 +27,7 @@ pub(crate) async fn sleep_until(at: Option<Instant>) {
 
 /// Runs `pass` over the leading process's state until shutdown. `start` makes the state of a
 /// new leader; `pass` says when to come back even if nothing changes.
-pub(crate) async fn run_while_leading<P: Leading>(
+pub(crate) async fn run_while_leading<P: LeaderState>(
     api: &ClusterApi,
     mut leadership: watch::Receiver<Leadership>,
     mut api_up: watch::Receiver<bool>,
