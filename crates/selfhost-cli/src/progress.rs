@@ -22,6 +22,8 @@ const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '�
 const TICK: Duration = Duration::from_millis(100);
 /// Plain output's "waiting for" lines come at most this often.
 const PLAIN_WAIT_INTERVAL: f64 = 1.0;
+/// The fewest columns worth showing of a pending item cut to fit the live line.
+const MIN_CUT_ITEM: usize = 16;
 /// Width assumed when the terminal does not say.
 const DEFAULT_WIDTH: usize = 80;
 
@@ -89,7 +91,17 @@ pub fn live_line(
             let sep = if shown == 0 { prefix } else { "; " };
             let cost = sep.chars().count() + item.chars().count();
             // Keep room for the "(+N more)" that would follow if this is the last one shown.
+            let room = width.saturating_sub(used + sep.chars().count() + more.chars().count());
             if used + cost + more.chars().count() > width {
+                // A first item too long for the line is shown cut, where enough of it fits to
+                // be read; a count alone says nothing of what is waited for.
+                if shown == 0 && room >= MIN_CUT_ITEM {
+                    let cut = truncate(item, room);
+                    waiting.push_str(sep);
+                    used += sep.chars().count() + cut.chars().count();
+                    waiting.push_str(&cut);
+                    shown = 1;
+                }
                 break;
             }
             waiting.push_str(sep);
@@ -357,6 +369,17 @@ mod tests {
                 "⠋ kube-apiserver: wait-for-rollout · waiting for 2 thing(s) (3.2s)",
             ),
             (rollout(), 45, "⠋ kube-apiserver: wait-for-rollout (3.2s)"),
+            (
+                status(
+                    "kube-apiserver: wait-for-rollout",
+                    &[
+                        "cp-2: pod self-hosted-kube-apiserver-97s6h runs the previous template",
+                        "cp-3: pod self-hosted-kube-apiserver-6tgzd runs the previous template",
+                    ],
+                ),
+                100,
+                "⠋ kube-apiserver: wait-for-rollout · waiting for cp-2: pod self-hosted-kube-apiser… (+1 more) (3.2s)",
+            ),
             (rollout(), 20, "⠋ kube-apise… (3.2s)"),
             (status("prepull", &[]), 80, "⠋ prepull (3.2s)"),
         ];

@@ -67,6 +67,17 @@ pub enum Kind {
     Lease,
 }
 
+impl Kind {
+    /// The kind as the API names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::DaemonSet => "DaemonSet",
+            Kind::Pod => "Pod",
+            Kind::Lease => "Lease",
+        }
+    }
+}
+
 /// How many times an update that met a metadata-only conflict is applied again to the object
 /// as the API has it (see the DaemonSet update in [`perform`]).
 const CONFLICT_REREADS: usize = 5;

@@ -79,10 +79,7 @@ pub struct ConfigFile {
 ///
 /// # Errors
 /// The file cannot be read or is not a kubeadm configuration.
-pub fn read_config_file(
-    path: &Path,
-    version: Option<&KubeVersion>,
-) -> Result<ConfigFile, ConfigFileError> {
+pub fn read(path: &Path, version: Option<&KubeVersion>) -> Result<ConfigFile, ConfigFileError> {
     let owned = || path.to_path_buf();
     let unreadable = |source| ConfigFileError::Unreadable {
         path: owned(),

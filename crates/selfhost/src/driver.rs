@@ -214,7 +214,10 @@ pub(crate) async fn drive<C: Change>(
                 });
                 if mode == DriveMode::DryRunFirstChange {
                     break ComponentOutcome::DryRun {
-                        summary: format!("the API server accepted (dry run): {detail}"),
+                        summary: format!(
+                            "a real run goes on once the cluster shows the effect of {}",
+                            step.name
+                        ),
                         writes: 1,
                     };
                 }

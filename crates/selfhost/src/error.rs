@@ -1,7 +1,6 @@
 //! The engine's one root error: every way a command of the front door can fail, each with its
 //! cause nested, and what kind of failure it is (which decides the exit code a tool shows).
 
-use crate::api_call::ApiCallError;
 use crate::client::ClientError;
 use crate::config_file::ConfigFileError;
 use crate::connect::ConnectError;
@@ -25,39 +24,37 @@ pub enum ErrorKind {
     NotRestored,
 }
 
-/// Why a command of the engine could not be carried out.
+/// Why a command of the engine could not be carried out. Each cause is boxed, so the error
+/// stays a tag and a pointer however large a cause is, and results are cheap to return.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The kubeconfig cannot be used.
     #[error(transparent)]
-    Kubeconfig(#[from] ClientError),
+    Kubeconfig(Box<ClientError>),
     /// The API server cannot be worked with.
     #[error(transparent)]
-    Connect(#[from] ConnectError),
+    Connect(Box<ConnectError>),
     /// A configuration file cannot be used.
     #[error(transparent)]
-    ConfigFile(#[from] ConfigFileError),
+    ConfigFile(Box<ConfigFileError>),
     /// No plan could be made.
     #[error(transparent)]
-    Plan(#[from] PlanError),
+    Plan(Box<PlanError>),
     /// The upgrade stopped after it began.
     #[error(transparent)]
-    Upgrade(#[from] ExecuteError),
+    Upgrade(Box<ExecuteError>),
     /// A conversion could not be planned; nothing was changed.
     #[error(transparent)]
-    Convert(#[from] ConvertError),
+    Convert(Box<ConvertError>),
     /// A conversion stopped after it began.
     #[error(transparent)]
-    ConversionStopped(ConvertError),
+    ConversionStopped(Box<ConvertError>),
     /// An image prepull could not be carried out.
     #[error(transparent)]
-    Prepull(#[from] PrepullError),
+    Prepull(Box<PrepullError>),
     /// Manifests could not be rendered.
     #[error(transparent)]
-    Manifests(#[from] ManifestsError),
-    /// An API call failed for good.
-    #[error(transparent)]
-    Api(#[from] ApiCallError),
+    Manifests(Box<ManifestsError>),
 }
 
 impl Error {
@@ -71,10 +68,33 @@ impl Error {
             Error::Connect(_) => ErrorKind::Refused,
             Error::Convert(e) if e.is_bad_input() => ErrorKind::BadInput,
             Error::Convert(_) => ErrorKind::Refused,
-            Error::Prepull(PrepullError::Cleanup { .. })
-            | Error::Upgrade(_)
-            | Error::ConversionStopped(_) => ErrorKind::NotRestored,
-            Error::Plan(_) | Error::Prepull(_) | Error::Api(_) => ErrorKind::Failed,
+            Error::Prepull(e) if matches!(**e, PrepullError::Cleanup { .. }) => {
+                ErrorKind::NotRestored
+            }
+            Error::Upgrade(_) | Error::ConversionStopped(_) => ErrorKind::NotRestored,
+            Error::Plan(_) | Error::Prepull(_) => ErrorKind::Failed,
         }
     }
+}
+
+/// `?` on a cause gives the root error.
+macro_rules! caused_by {
+    ($($cause:ty => $variant:ident),* $(,)?) => {
+        $(impl From<$cause> for Error {
+            fn from(cause: $cause) -> Self {
+                Error::$variant(Box::new(cause))
+            }
+        })*
+    };
+}
+
+caused_by! {
+    ClientError => Kubeconfig,
+    ConnectError => Connect,
+    ConfigFileError => ConfigFile,
+    PlanError => Plan,
+    ExecuteError => Upgrade,
+    ConvertError => Convert,
+    PrepullError => Prepull,
+    ManifestsError => Manifests,
 }

@@ -47,7 +47,7 @@ pub use api_call::{ApiCallError, FailureKind};
 pub use client::{ClientArgs, ClientError, Clients, KubeconfigSource, RequestCount, connect_with};
 pub use cluster::{Cluster, Command};
 pub use cluster_view::{ClusterView, ViewTimeout};
-pub use config_file::{ConfigFile, ConfigFileError, read_config_file};
+pub use config_file::{ConfigFile, ConfigFileError};
 pub use connect::ConnectError;
 pub use convert::conversion_view::ConversionView;
 pub use convert::files::FilesError;
@@ -58,7 +58,7 @@ pub use convert::{
 pub use error::{Error, ErrorKind};
 pub use events::{EVENTS_SCHEMA, Event, Events, Stamped};
 pub use health::{Health, readyz, server_version};
-pub use manifests::{ManifestEncoding, ManifestForm, ManifestsError, manifests};
+pub use manifests::{ManifestEncoding, ManifestForm, ManifestsError};
 pub use node_conversion::NodeConversion;
 pub use observer::Observer;
 pub use outcome::ComponentOutcome;
@@ -85,6 +85,33 @@ pub use selfhost_core::prepull::{DEFAULT_PREPULL_DEADLINE, PREPULL_LABEL, Prepul
 pub use selfhost_core::render::to_yaml;
 pub use selfhost_core::skew::{SUPPORTED_VERSIONS, SkewFlags};
 pub use selfhost_core::{Component, KubeVersion};
+
+/// Reads and parses a kubeadm configuration file. `version`, when given, is the version the
+/// command renders: a file naming another one gets a notice.
+///
+/// # Errors
+/// The file cannot be read or is not a kubeadm configuration ([`ErrorKind::BadInput`]).
+pub fn read_config_file(
+    path: &std::path::Path,
+    version: Option<&KubeVersion>,
+) -> Result<ConfigFile, Error> {
+    Ok(config_file::read(path, version)?)
+}
+
+/// The control-plane manifests of `version` for `config` (kubeadm's defaults when `None`).
+///
+/// # Errors
+/// The objects cannot be built or serialised ([`ErrorKind::BadInput`]).
+pub fn manifests(
+    config: Option<&ClusterConfig>,
+    version: &KubeVersion,
+    form: ManifestForm,
+    encoding: ManifestEncoding,
+) -> Result<String, Error> {
+    Ok(manifests::render_manifests(
+        config, version, form, encoding,
+    )?)
+}
 
 /// A run as reports show it: the engine's events, what it measured, and a recording of the
 /// cluster taken beside it.

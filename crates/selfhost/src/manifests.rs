@@ -46,7 +46,7 @@ pub enum ManifestsError {
 ///
 /// # Errors
 /// The objects cannot be built or serialised.
-pub fn manifests(
+pub fn render_manifests(
     config: Option<&ClusterConfig>,
     version: &KubeVersion,
     form: ManifestForm,

@@ -105,6 +105,6 @@ impl NodeConversion {
     ) -> Result<ConvertReport, Error> {
         convert(&self.clients, &mut self.view, &self.request, events, cancel)
             .await
-            .map_err(Error::ConversionStopped)
+            .map_err(|e| Error::ConversionStopped(Box::new(e)))
     }
 }

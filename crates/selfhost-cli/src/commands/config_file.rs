@@ -9,7 +9,7 @@ use crate::exit::CliError;
 /// Reads and parses a kubeadm configuration file; every problem is bad input (exit 2).
 /// Notices (ignored documents, a `kubernetesVersion` other than `version`) go to stderr.
 pub fn read_config(path: &Path, version: Option<&KubeVersion>) -> Result<ClusterConfig, CliError> {
-    let file = read_config_file(path, version).map_err(CliError::bad_input)?;
+    let file = read_config_file(path, version)?;
     for notice in &file.notices {
         crate::ui::warn(notice);
     }

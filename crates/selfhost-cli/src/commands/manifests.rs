@@ -34,7 +34,7 @@ pub fn run(global: &GlobalArgs, args: &ManifestsArgs) -> Result<Outcome, CliErro
         OutputFormat::Text | OutputFormat::Yaml => ManifestEncoding::Yaml,
         OutputFormat::Json => ManifestEncoding::JsonList,
     };
-    let text = manifests(config.as_ref(), &version, form, encoding).map_err(CliError::bad_input)?;
+    let text = manifests(config.as_ref(), &version, form, encoding)?;
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use selfhost::{
-    ApiImpact, Command, DEFAULT_PREPULL_DEADLINE, KubeVersion, Plan, PlanRequest, SkewFlags,
+    ApiImpact, Check, Command, DEFAULT_PREPULL_DEADLINE, KubeVersion, Plan, PlanRequest, SkewFlags,
     Verdict,
 };
 use tokio_util::sync::CancellationToken;
@@ -54,15 +54,37 @@ fn impact(api: &ApiImpact) -> String {
     }
 }
 
-/// The plan for people: the checks, a table of components with the expected disruption in a
-/// few words, the template diffs; with `verbose`, why each component's disruption is what it
-/// is.
+/// The plan for people: the checks (one line for a check every component passes), a table
+/// of components with the expected disruption in a few words, the template diffs; with
+/// `verbose`, what each check found and why each component's disruption is what it is.
 pub fn render_text(plan: &Plan, verbose: bool) -> String {
     let mut out = format!(
         "Upgrade to {}\nTarget templates from {}.\n\nPreflight:\n",
         plan.target_version, plan.template_source_description
     );
-    for check in &plan.preflight.checks {
+    let checks = &plan.preflight.checks;
+    let passed_for_each = |c: &Check| c.verdict == Verdict::Pass && c.component.is_some();
+    for (at, check) in checks.iter().enumerate() {
+        // A check that passes for each component is one line naming them; what each found is
+        // behind -v.
+        if !verbose && passed_for_each(check) {
+            let first = checks[..at]
+                .iter()
+                .all(|c| !(passed_for_each(c) && c.id == check.id));
+            if first {
+                let components: Vec<String> = checks
+                    .iter()
+                    .filter(|c| passed_for_each(c) && c.id == check.id)
+                    .filter_map(|c| c.component.map(|c| c.to_string()))
+                    .collect();
+                out.push_str(&format!(
+                    "  PASS  {}: {}\n",
+                    check.id.id(),
+                    components.join(", ")
+                ));
+            }
+            continue;
+        }
         let mark = match check.verdict {
             Verdict::Pass => "PASS",
             Verdict::Warn => "WARN",

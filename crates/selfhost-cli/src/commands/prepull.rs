@@ -168,7 +168,7 @@ pub async fn run(
         .prepull(plan, targets, &options, cancel, &mut report)
         .await
         .map_err(|e| match e {
-            Error::Prepull(PrepullError::Cleanup { .. }) => CliError {
+            Error::Prepull(ref cause) if matches!(**cause, PrepullError::Cleanup { .. }) => CliError {
                 outcome: Outcome::NotRestored,
                 error: anyhow::Error::from(e).context(format!(
                     "the cluster is unchanged but for the temporary DaemonSets labelled {PREPULL_LABEL}"

@@ -14,6 +14,9 @@ use crate::ui;
 
 /// How many of a wait's pending items a plain line shows; the rest are counted.
 const PENDING_SHOWN: usize = 3;
+/// A parenthesis in a step's description longer than this explains the mechanism; shorter
+/// ones (`(grace 10s)`) are part of what the step does.
+const SHORT_ASIDE: usize = 40;
 
 /// A run in progress: the token a stop signal cancels, and the progress display.
 pub struct Running {
@@ -124,6 +127,39 @@ fn pending_words(pending: &[String]) -> String {
     words
 }
 
+/// What a step does without why: its description without long parentheses and up to the
+/// first `; ` outside them, which explain the mechanism (`-v` shows them).
+fn brief(description: &str) -> String {
+    let mut out = String::with_capacity(description.len());
+    let mut rest = description;
+    while let Some(open) = rest.find(" (") {
+        // The matching parenthesis, nested ones included; none: the text is kept as it is.
+        let mut depth = 0;
+        let close = rest[open + 1..].char_indices().find_map(|(i, c)| {
+            depth += match c {
+                '(' => 1,
+                ')' => -1,
+                _ => 0,
+            };
+            (depth == 0).then_some(open + 1 + i)
+        });
+        let Some(close) = close else {
+            break;
+        };
+        let aside = &rest[open + 2..close];
+        out.push_str(&rest[..open]);
+        if aside.chars().count() <= SHORT_ASIDE && !aside.contains(':') {
+            out.push_str(&rest[open..=close]);
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    match out.find("; ") {
+        Some(end) => out[..end].to_string(),
+        None => out,
+    }
+}
+
 /// An event as a permanent line for people (`None`: it has none): one line per step as it
 /// begins; what a wait still waits for (on the live line of a terminal, and off one at most
 /// once a second); what each write did only in a dry run (where it is the result) or with
@@ -137,7 +173,12 @@ pub fn render(event: &Stamped, show: &Show) -> Option<String> {
             component,
             step,
             description,
-        } => format!("{at} {component}: {step}: {description}"),
+        } if show.verbose => format!("{at} {component}: {step}: {description}"),
+        Event::Step {
+            component,
+            step,
+            description,
+        } => format!("{at} {component}: {step}: {}", brief(description)),
         Event::Waiting {
             component,
             condition,
@@ -260,6 +301,44 @@ mod tests {
             render(&action, &verbose).as_deref(),
             Some("[   1.2s] kube-apiserver:   created DaemonSet kube-system/kube-apiserver-backup")
         );
+    }
+
+    #[test]
+    fn a_step_line_says_what_the_step_does_and_leaves_why_to_verbose() {
+        let rows = [
+            (
+                "create backup DaemonSet temp-upgrade-self-hosted-kube-apiserver (record only, \
+                 no pods: on several nodes the other nodes serve while one is replaced; a \
+                 backup process (one more) would catch connections before it serves)",
+                "create backup DaemonSet temp-upgrade-self-hosted-kube-apiserver",
+            ),
+            (
+                "restore the update strategy RollingUpdate (maxUnavailable 1, maxSurge 0): \
+                 every node runs a new pod that serves",
+                "restore the update strategy RollingUpdate (maxUnavailable 1, maxSurge 0): \
+                 every node runs a new pod that serves",
+            ),
+            (
+                "update self-hosted-kube-apiserver to the target template, holding its rollout \
+                 (update strategy OnDelete: selfhost replaces the old pods one node at a time)",
+                "update self-hosted-kube-apiserver to the target template, holding its rollout",
+            ),
+            (
+                "delete old pod self-hosted-kube-apiserver-6dxjx on cp-1 (grace 10s)",
+                "delete old pod self-hosted-kube-apiserver-6dxjx on cp-1 (grace 10s)",
+            ),
+            (
+                "wait: every pod of self-hosted-kube-apiserver on the target template, Ready \
+                 and serving; selfhost replaces the old pods one node at a time",
+                "wait: every pod of self-hosted-kube-apiserver on the target template, Ready \
+                 and serving",
+            ),
+            ("an unclosed (parenthesis", "an unclosed (parenthesis"),
+            ("", ""),
+        ];
+        for (description, expected) in rows {
+            assert_eq!(brief(description), expected, "{description}");
+        }
     }
 
     #[test]

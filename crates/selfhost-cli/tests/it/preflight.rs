@@ -232,3 +232,34 @@ async fn status_shows_versions_per_node() {
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
     assert_eq!(value["components"].as_array().map(Vec::len), Some(3));
 }
+
+/// An operator reads the plan of a three-node cluster on one screen: the checks every
+/// component passes are one line each, and what each found, with why the disruption is what
+/// it is, comes with `-v`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_node_plan_fits_one_screen_and_explains_itself_with_verbose() {
+    let sim = cluster(3).await;
+    let out = selfhost(&sim, &["plan", "v1.34.0"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        plan.lines().count() <= 60,
+        "{} lines:\n{plan}",
+        plan.lines().count()
+    );
+    for line in [
+        "  PASS  daemonsets-converged: kube-apiserver, kube-controller-manager, kube-scheduler",
+        "  PASS  expected-disruption: kube-apiserver, kube-controller-manager, kube-scheduler",
+        "apply would proceed: selfhost apply v1.34.0",
+    ] {
+        assert!(plan.lines().any(|l| l == line), "{line:?} in:\n{plan}");
+    }
+    assert!(!plan.contains("the Lease is handed over"), "{plan}");
+    let verbose = selfhost(&sim, &["plan", "v1.34.0", "-v"]).await;
+    let verbose = String::from_utf8_lossy(&verbose.stdout).to_string();
+    assert!(
+        verbose.contains("PASS  daemonsets-converged (kube-scheduler): "),
+        "{verbose}"
+    );
+    assert!(verbose.contains("the Lease is handed over"), "{verbose}");
+}

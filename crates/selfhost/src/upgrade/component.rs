@@ -180,6 +180,8 @@ impl Change for Upgrade<'_> {
                 name,
                 resource_version,
             } => {
+                // The step's line says what it does; this says what the API server took.
+                let what = format!("{} {name}", kind.name());
                 self.written = Some((kind, name, resource_version));
                 if let Step::HandOverLease { uid: Some(uid), .. } = step
                     && !self.options.dry_run
@@ -187,7 +189,11 @@ impl Change for Upgrade<'_> {
                     self.observer.handed_over(self.component, uid);
                 }
                 Acted::Written {
-                    detail: step.description(),
+                    detail: if self.options.dry_run {
+                        format!("accepted by the API server's dry run: {what}")
+                    } else {
+                        format!("accepted by the API server: {what}")
+                    },
                 }
             }
             Applied::Superseded { why } => Acted::Superseded { why },
