@@ -1,10 +1,11 @@
 //! `selfhost sim`: a simulated self-hosted (or kubeadm static-pod) cluster in the foreground,
-//! for trying selfhost and kubectl without a real cluster. Ctrl-C stops it.
+//! for trying selfhost and kubectl without a real cluster. Ctrl-C stops it; while it runs,
+//! signals reboot its machines (see [`MachineSignals`]).
 
 use std::io::Write;
 
 use anyhow::{Context, anyhow};
-use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::bootstrap::{BootstrapMode, NodeRole};
 use selfhost_sim::cluster::{Handovers, SimCluster, SimTimings};
 
 use crate::args::{GlobalArgs, SimArgs};
@@ -58,6 +59,7 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
          API server: {}\n\n\
          export KUBECONFIG={}\n\n\
          Try:\n  kubectl get nodes\n  kubectl -n kube-system get ds,pods -o wide\n  selfhost status\n  selfhost plan {}\n\n\
+         Machines, while it runs (pid {pid}):\n  kill -USR1 {pid}   power-cycle every node (off for {off} s, the store kept)\n  kill -USR2 {pid}   reboot the next control-plane node in turn (cp-1 first)\n  kill -HUP {pid}    restart every node's kubelet\n\n\
          Press Ctrl-C to stop.\n",
         args.control_plane_nodes,
         args.workers,
@@ -73,6 +75,8 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
         cluster.endpoint(),
         kubeconfig.display(),
         next_minor(&version),
+        pid = std::process::id(),
+        off = MACHINE_OFF.as_secs(),
     );
     let mut stdout = std::io::stdout().lock();
     stdout
@@ -81,9 +85,106 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
     stdout.flush().context("writing to stdout")?;
     drop(stdout);
 
-    super::signals::StopSignals::listen().next().await;
+    let mut stops = super::signals::StopSignals::listen();
+    let mut machines = MachineSignals::listen();
+    let control_planes: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .filter(|n| n.role == NodeRole::ControlPlane)
+        .map(|n| n.name.clone())
+        .collect();
+    let mut next_reboot = 0;
+    loop {
+        let signal = tokio::select! {
+            _ = stops.next() => break,
+            signal = machines.next() => signal,
+        };
+        match signal {
+            MachineSignal::PowerCycle => {
+                crate::ui::say(format!(
+                    "selfhost sim: power cut: every node off for {} s",
+                    MACHINE_OFF.as_secs()
+                ));
+                cluster.power_cycle(MACHINE_OFF).await;
+                crate::ui::say("selfhost sim: power back: every node boots");
+            }
+            MachineSignal::RebootNext => {
+                let node = &control_planes[next_reboot % control_planes.len()];
+                next_reboot += 1;
+                crate::ui::say(format!("selfhost sim: rebooting {node}"));
+                cluster
+                    .reboot(node, MACHINE_OFF)
+                    .await
+                    .map_err(|e| anyhow!(e).context("rebooting"))?;
+                crate::ui::say(format!("selfhost sim: {node} boots"));
+            }
+            MachineSignal::RestartKubelets => {
+                for node in cluster.nodes().iter().map(|n| n.name.clone()) {
+                    cluster
+                        .restart_kubelet(&node)
+                        .map_err(|e| anyhow!(e).context("restarting a kubelet"))?;
+                }
+                crate::ui::say("selfhost sim: every kubelet restarted");
+            }
+        }
+    }
     cluster.shutdown().await;
     Ok(Outcome::Done)
+}
+
+/// How long a machine stays off when a signal reboots it or cuts the power.
+const MACHINE_OFF: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a signal asks of the simulated machines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MachineSignal {
+    /// SIGUSR1: a power cut of every node, then power back.
+    PowerCycle,
+    /// SIGUSR2: a reboot of the next control-plane node, in turn.
+    RebootNext,
+    /// SIGHUP: every kubelet restarts.
+    RestartKubelets,
+}
+
+/// Listens for the signals that reboot the simulated machines.
+struct MachineSignals {
+    #[cfg(unix)]
+    streams: Option<[tokio::signal::unix::Signal; 3]>,
+}
+
+impl MachineSignals {
+    fn listen() -> MachineSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let streams = (|| {
+                Ok::<_, std::io::Error>([
+                    signal(SignalKind::user_defined1())?,
+                    signal(SignalKind::user_defined2())?,
+                    signal(SignalKind::hangup())?,
+                ])
+            })()
+            .ok();
+            MachineSignals { streams }
+        }
+        #[cfg(not(unix))]
+        {
+            MachineSignals {}
+        }
+    }
+
+    /// The next signal; never, where signals cannot be listened to.
+    async fn next(&mut self) -> MachineSignal {
+        #[cfg(unix)]
+        if let Some([usr1, usr2, hup]) = &mut self.streams {
+            return tokio::select! {
+                _ = usr1.recv() => MachineSignal::PowerCycle,
+                _ = usr2.recv() => MachineSignal::RebootNext,
+                _ = hup.recv() => MachineSignal::RestartKubelets,
+            };
+        }
+        std::future::pending().await
+    }
 }
 
 fn next_minor(version: &selfhost::KubeVersion) -> String {

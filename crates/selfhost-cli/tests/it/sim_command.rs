@@ -115,3 +115,150 @@ fn sim_serves_kubectl_and_stops_on_sigint() {
     };
     assert_eq!(status.code(), Some(0));
 }
+
+/// A `selfhost sim` in the background: its kubeconfig, and its stderr lines as they come.
+struct Running {
+    child: std::process::Child,
+    kubeconfig: std::path::PathBuf,
+    home: tempfile::TempDir,
+    said: std::sync::mpsc::Receiver<String>,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Running {
+        let home = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = home.path().join("kubeconfig");
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
+            .args(["sim", "--fast"])
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("selfhost sim starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let banner: Vec<String> = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .take_while(|l| !l.contains("Press Ctrl-C to stop"))
+            .collect();
+        assert!(
+            banner.iter().any(|l| l.contains("kill -USR1")),
+            "the banner says how to reboot: {banner:#?}"
+        );
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, said) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Running {
+            child,
+            kubeconfig,
+            home,
+            said,
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+    }
+
+    /// Waits until the simulator says `what`.
+    fn until_said(&self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.said.recv_timeout(left) {
+                Ok(line) if line.contains(what) => return,
+                Ok(_) => {}
+                Err(_) => panic!("selfhost sim did not say {what:?} within 30 s"),
+            }
+        }
+    }
+
+    fn nodes_answer(&self) -> bool {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.home.path().join("cache"))
+            .args(["--request-timeout=2s", "get", "nodes"])
+            .env("HOME", self.home.path())
+            .output()
+            .expect("kubectl runs")
+            .status
+            .success()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn has_kubectl() -> bool {
+    Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok()
+}
+
+/// The signals the banner names reboot the simulated machines as real ones reboot: a kubelet
+/// restart loses nothing, and a power cut leaves a self-hosted control plane dead (nothing
+/// starts its kube-apiserver, whose pod only the API knew).
+#[test]
+fn sim_signals_restart_kubelets_and_cut_the_power() {
+    if !has_kubectl() {
+        eprintln!("skipping: kubectl is not on the PATH");
+        return;
+    }
+    let sim = Running::start(&["--control-plane-nodes", "1"]);
+    assert!(sim.nodes_answer());
+    sim.signal("HUP");
+    sim.until_said("every kubelet restarted");
+    assert!(
+        sim.nodes_answer(),
+        "a kubelet restart keeps the API serving"
+    );
+    sim.signal("USR1");
+    sim.until_said("power back");
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(5) {
+        assert!(
+            !sim.nodes_answer(),
+            "a self-hosted control plane does not come back from a power cut by itself"
+        );
+    }
+}
+
+/// A kubeadm static-pod control plane comes back from a reboot by itself: the kubelet starts
+/// its static pods from disk.
+#[test]
+fn sim_reboots_a_static_pod_node_that_comes_back() {
+    if !has_kubectl() {
+        eprintln!("skipping: kubectl is not on the PATH");
+        return;
+    }
+    let sim = Running::start(&["--mode", "static", "--control-plane-nodes", "1"]);
+    sim.signal("USR2");
+    sim.until_said("cp-1 boots");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sim.nodes_answer() {
+        assert!(
+            Instant::now() < deadline,
+            "the static kube-apiserver is back within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -309,12 +309,52 @@ impl SimCluster {
     /// # Errors
     /// No node has that name.
     pub fn set_node_state(&self, node: &str, state: NodeState) -> Result<(), ClusterError> {
+        self.send(node, NodeInput::SetState(state))
+    }
+
+    /// Restarts a node's kubelet process, as `systemctl restart kubelet` does: its containers
+    /// keep running, and it learns its pods from the API again (until it can list them, it
+    /// acts only on its static pods).
+    ///
+    /// # Errors
+    /// No node has that name.
+    pub fn restart_kubelet(&self, node: &str) -> Result<(), ClusterError> {
+        self.send(node, NodeInput::RestartKubelet)
+    }
+
+    /// Reboots a node: every process on it ends, the node is off for `off_for`, then its
+    /// kubelet starts its static pods from its manifests directory and its pods from the API
+    /// once it can list them.
+    ///
+    /// # Errors
+    /// No node has that name.
+    pub async fn reboot(&self, node: &str, off_for: Duration) -> Result<(), ClusterError> {
+        self.set_node_state(node, NodeState::Down)?;
+        tokio::time::sleep(off_for).await;
+        self.set_node_state(node, NodeState::Up)
+    }
+
+    /// A power cut of every node, then power back after `off_for`: every process ends at
+    /// once and every machine boots again; only the store (etcd's data on disk) is kept.
+    pub async fn power_cycle(&self, off_for: Duration) {
+        let nodes: Vec<String> = self.inputs.keys().cloned().collect();
+        for node in &nodes {
+            // Every name comes from the node inputs themselves.
+            let _ = self.set_node_state(node, NodeState::Down);
+        }
+        tokio::time::sleep(off_for).await;
+        for node in &nodes {
+            let _ = self.set_node_state(node, NodeState::Up);
+        }
+    }
+
+    fn send(&self, node: &str, input: NodeInput) -> Result<(), ClusterError> {
         let tx = self
             .inputs
             .get(node)
             .ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
         // The kubelet task only stops at shutdown, when nobody calls this any more.
-        let _ = tx.send(NodeInput::SetState(state));
+        let _ = tx.send(input);
         Ok(())
     }
 

@@ -48,6 +48,8 @@ pub(crate) enum NodeInput {
     Resync(Vec<Arc<Value>>),
     /// The machine changes state.
     SetState(NodeState),
+    /// The kubelet process restarts; the machine and its containers stay up.
+    RestartKubelet,
     /// A process ends itself (a leader that lost its Lease exits).
     ExitProcess {
         /// The process.
@@ -145,6 +147,12 @@ impl NodeAgent {
             }
             // A machine that is off hears nothing; it relists when it comes back.
             _ if down => {}
+            NodeInput::RestartKubelet => {
+                self.kubelet.restart();
+                self.needs_relist = true;
+                // Static pods are read from disk again.
+                self.manifests.clear();
+            }
             NodeInput::Pod(obj) => {
                 if let Some(pod) = typed::<Pod>(&obj) {
                     self.told.insert(meta::uid(&obj).to_string());

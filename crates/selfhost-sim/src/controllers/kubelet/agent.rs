@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::config::KubeletConfig;
 use super::images::Registry;
 use super::node::{NodeHealth, node_conditions};
-use super::pod::{PodSource, PodWorker, grace_period};
+use super::pod::{PodSource, PodWorker, Relist, grace_period};
 use super::port_table::PortTable;
 use super::probe::{OwnProcessReadiness, ReadinessModel};
 use super::process::{Process, ProcessId};
@@ -221,6 +221,11 @@ impl Kubelet {
         match self.pods.get_mut(&reference.uid) {
             Some(worker) => {
                 worker.pod = pod.clone();
+                // Listed again: a rebooted machine's pod starts over, a restarted kubelet's
+                // running pod is adopted as it is.
+                if worker.awaiting_relist.take() == Some(Relist::AfterReboot) {
+                    worker.machine_up(now, &mut self.rt);
+                }
                 if objects::is_terminating(&pod.metadata) {
                     worker.request_stop(now, grace_period(pod), &mut self.rt);
                 }
@@ -252,10 +257,13 @@ impl Kubelet {
         if worker.source != PodSource::Api {
             return;
         }
-        if worker.is_finished() {
+        // Gone while the machine was off: nothing of it runs any more.
+        if worker.is_finished() || worker.awaiting_relist == Some(Relist::AfterReboot) {
             self.pods.remove(uid);
             return;
         }
+        // Known now, as gone: a restarted kubelet stops what it still runs of it.
+        worker.awaiting_relist = None;
         worker.orphaned = true;
         let grace = grace_period(&worker.pod);
         worker.request_stop(now, grace, &mut self.rt);
@@ -331,19 +339,49 @@ impl Kubelet {
                 }
             }
             (NodeState::Down, _) => {
-                // A restarted kubelet has no back-off memory; its pods start over.
-                self.rt.crash_backoff =
-                    crate::controllers::backoff::Backoff::new(self.config.timings.crash_loop);
-                self.rt.pull_backoff =
-                    crate::controllers::backoff::Backoff::new(self.config.timings.image_pull);
+                // A rebooted kubelet starts its static pods from disk at once; a pod from the
+                // API only once it has listed it again, which needs an API that answers.
+                self.forget_api_pods(Relist::AfterReboot);
                 for worker in self.pods.values_mut() {
-                    worker.machine_up(now, &mut self.rt);
+                    if worker.awaiting_relist.is_none() {
+                        worker.machine_up(now, &mut self.rt);
+                    }
                 }
                 self.last_lease = None;
             }
             _ => {}
         }
         self.state = state;
+    }
+
+    /// The kubelet process restarts while the machine stays up: the containers keep
+    /// running, but the kubelet acts on (and reports) a pod from the API only once it has
+    /// listed it again; one found gone then is stopped. Static pods are read from disk again
+    /// and carry on; mirror pods and written statuses are learnt again from the API.
+    pub fn restart(&mut self) {
+        if self.state == NodeState::Down {
+            return;
+        }
+        self.forget_api_pods(Relist::AfterRestart);
+        self.last_lease = None;
+        self.last_status_post = None;
+        self.posted_health = None;
+    }
+
+    /// What a kubelet that starts knows: no back-off history, no mirror pods, no statuses it
+    /// wrote, and its API pods only once listed again.
+    fn forget_api_pods(&mut self, why: Relist) {
+        self.rt.crash_backoff =
+            crate::controllers::backoff::Backoff::new(self.config.timings.crash_loop);
+        self.rt.pull_backoff =
+            crate::controllers::backoff::Backoff::new(self.config.timings.image_pull);
+        self.mirrors.clear();
+        self.acknowledged.clear();
+        for worker in self.pods.values_mut() {
+            if worker.source == PodSource::Api {
+                worker.awaiting_relist = Some(why);
+            }
+        }
     }
 
     /// A process ends itself at `now` with `code` and `message` (a leader that lost its Lease
@@ -387,6 +425,7 @@ impl Kubelet {
             let pending = self
                 .pods
                 .values()
+                .filter(|w| w.awaiting_relist.is_none())
                 .filter_map(|w| w.next_event(&self.rt))
                 .min();
             report.next_wakeup = clock::earliest(report.next_wakeup, pending);
@@ -400,6 +439,7 @@ impl Kubelet {
             let due = self
                 .pods
                 .iter()
+                .filter(|(_, w)| w.awaiting_relist.is_none())
                 .filter_map(|(uid, w)| Some((w.next_event(&self.rt)?, uid.clone())))
                 .min();
             let Some((at, uid)) = due.filter(|(at, _)| *at <= now) else {
@@ -422,7 +462,7 @@ impl Kubelet {
     fn collect_deletions(&mut self, report: &mut KubeletReport) {
         let mut gone = Vec::new();
         for (uid, worker) in &mut self.pods {
-            if !worker.is_finished() {
+            if !worker.is_finished() || worker.awaiting_relist.is_some() {
                 continue;
             }
             match &worker.source {
@@ -459,7 +499,8 @@ impl Kubelet {
 
     fn collect_statuses(&mut self, report: &mut KubeletReport, now: Timestamp) {
         for worker in self.pods.values() {
-            if worker.admitted_at.is_none() && worker.stop.is_none() {
+            let idle = worker.admitted_at.is_none() && worker.stop.is_none();
+            if idle || worker.awaiting_relist.is_some() {
                 continue;
             }
             let Some(target) = self.status_target(worker) else {

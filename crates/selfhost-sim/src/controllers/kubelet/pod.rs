@@ -32,6 +32,17 @@ pub(crate) enum PodSource {
     },
 }
 
+/// Why a pod from the API waits to be listed again before the kubelet acts on it: a kubelet
+/// that starts knows its pods from the API only once it has listed them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Relist {
+    /// The machine rebooted: its processes are gone and start again once the pod is listed.
+    AfterReboot,
+    /// Only the kubelet restarted: its containers kept running, untouched until the pod is
+    /// listed (then adopted) or found gone (then stopped).
+    AfterRestart,
+}
+
 /// A graceful stop in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stop {
@@ -57,6 +68,8 @@ pub(crate) struct PodWorker {
     pub deletion_reported: bool,
     /// Gone from the API while still running: it is stopped, nothing is reported.
     pub orphaned: bool,
+    /// Not yet listed again since the kubelet started: nothing is done or reported for it.
+    pub awaiting_relist: Option<Relist>,
 }
 
 /// The grace period of a pod: the deletion's, else the spec's, else 30 s.
@@ -101,6 +114,7 @@ impl PodWorker {
             finished_at: None,
             deletion_reported: false,
             orphaned: false,
+            awaiting_relist: None,
         }
     }
 

@@ -442,6 +442,7 @@ fn a_machine_that_comes_back_runs_the_init_containers_again_first() {
     h.kubelet.set_node_state(NodeState::Down, h.now);
     h.run_to(30.0);
     h.kubelet.set_node_state(NodeState::Up, h.now);
+    h.relist();
     // A new sandbox at 31: `version` (its image on the node) is created 31..32 and runs
     // 32..33, then `main` is created 33..34.
     h.run_to(32.5);

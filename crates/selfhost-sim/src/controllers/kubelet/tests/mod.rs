@@ -85,6 +85,13 @@ impl Harness {
         uid
     }
 
+    /// The kubelet lists its pods from the API again, as a starting kubelet does.
+    pub fn relist(&mut self) {
+        for pod in self.api.values() {
+            self.kubelet.observe_pod(pod, self.now);
+        }
+    }
+
     /// A graceful delete with the pod's grace period (or `grace` seconds).
     pub fn delete(&mut self, uid: &str, grace: Option<i64>) {
         let now = self.now;

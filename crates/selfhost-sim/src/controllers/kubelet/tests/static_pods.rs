@@ -209,3 +209,20 @@ fn a_mirror_deleted_by_someone_is_created_again() {
         "the static pod itself never stopped"
     );
 }
+
+#[test]
+fn a_rebooted_node_starts_its_static_pods_from_disk_without_the_api() {
+    let mut h = Harness::new();
+    let pod = static_apiserver(&h, MANIFEST);
+    h.kubelet.set_static_pods(std::slice::from_ref(&pod), h.now);
+    h.run_to(10.0);
+    h.kubelet.set_node_state(NodeState::Down, h.now);
+    assert!(h.kubelet.ports().holders(HostPort::tcp(6443)).is_empty());
+    h.kubelet.set_node_state(NodeState::Up, t(20));
+    h.run_to(40.0);
+    assert_eq!(
+        h.kubelet.ports().holders(HostPort::tcp(6443)).len(),
+        1,
+        "back from its manifest, with no API to list from"
+    );
+}
