@@ -1,0 +1,61 @@
+//! The checkpointer's decisions on one node: what to keep on disk, and when to start it
+//! without the API.
+//!
+//! A self-hosted control plane does not survive a power cut of every node by itself: after a
+//! reboot the kubelet starts the static pods of its manifests directory, but learns every
+//! other pod only from the API — and the API was one of those pods. A checkpointer on each
+//! control-plane node closes that circle. While the API answers, it keeps a copy of this
+//! node's DaemonSet pod of each component once that pod has served for a while; when the API
+//! has been unreachable for longer than a restart takes and nothing of the component serves
+//! on the node, it activates the copy as a static pod; once the API answers again and the
+//! DaemonSet pod serves, it retires the copy.
+//!
+//! [`decide`] is a pure function of a [`NodeCheckpoints`] and a [`CheckpointPolicy`]; the
+//! agent reads the node and the API, calls it, performs the returned [`CheckpointStep`] of
+//! each component (write a file, move one, remove one), and reads again — at the latest at a
+//! wait's `recheck_at`. Nothing is remembered between decisions except what the observation
+//! holds, so an agent restarted anywhere continues where it was.
+//!
+//! # Phases
+//!
+//! Every component is in exactly one [`CheckpointPhase`] ([`phase()`]), and each phase has one
+//! step. `decide.rs` classifies the observation in the order below and gives the step with one
+//! `match`.
+//!
+//! | phase | what is true on the node | step |
+//! |---|---|---|
+//! | a copy is active: | | |
+//! | [`TakingOver`](CheckpointPhase::TakingOver) | the API answers and the DaemonSet pod serves | [`Retire`](CheckpointStep::Retire) |
+//! | [`Activated`](CheckpointPhase::Activated) | the API is unreachable, or the DaemonSet pod does not serve | [`Wait`](CheckpointStep::Wait) |
+//! | no copy active, the API answers: | | |
+//! | [`Unserved`](CheckpointPhase::Unserved) | the DaemonSet pod is absent or does not serve | [`Wait`](CheckpointStep::Wait) |
+//! | [`Soaking`](CheckpointPhase::Soaking) | the DaemonSet pod has served for less than the soak | [`Wait`](CheckpointStep::Wait) until the soak ends |
+//! | [`Keeping`](CheckpointPhase::Keeping) | it has served for the soak; no checkpoint, or one of another revision | [`Keep`](CheckpointStep::Keep) |
+//! | [`Kept`](CheckpointPhase::Kept) | it has served for the soak; the checkpoint is of its revision | [`Nothing`](CheckpointStep::Nothing) |
+//! | no copy active, the API unreachable: | | |
+//! | [`ServedLocally`](CheckpointPhase::ServedLocally) | a process of the component serves on the node | [`Wait`](CheckpointStep::Wait) |
+//! | [`Unkept`](CheckpointPhase::Unkept) | no checkpoint is stored | [`Wait`](CheckpointStep::Wait) |
+//! | [`InGrace`](CheckpointPhase::InGrace) | unreachable for less than the grace | [`Wait`](CheckpointStep::Wait) until the grace ends |
+//! | [`AwaitingApiServer`](CheckpointPhase::AwaitingApiServer) | controller-manager or scheduler: no kube-apiserver copy active and none serves on the node | [`Wait`](CheckpointStep::Wait) |
+//! | [`Orphaned`](CheckpointPhase::Orphaned) | all of the above passed | [`Activate`](CheckpointStep::Activate) |
+//!
+//! The rules that make it safe follow from the order: a pod is kept only while the API shows
+//! it serving, and only after the soak, so a version that never served (a failed upgrade) is
+//! never kept; a copy is activated only when the API has been gone for longer than one
+//! restart of the kube-apiserver on the node, so an ordinary restart or an upgrade's hand-over
+//! never activates one; and a copy is retired only once the DaemonSet pod serves, so the node
+//! is never left with neither.
+
+mod decide;
+mod observation;
+mod phase;
+mod policy;
+mod step;
+#[cfg(test)]
+mod tests;
+
+pub use decide::{decide, next_step, phase};
+pub use observation::{ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, RunningPod};
+pub use phase::CheckpointPhase;
+pub use policy::{CheckpointPolicy, DEFAULT_API_GRACE, DEFAULT_SOAK};
+pub use step::CheckpointStep;
