@@ -58,6 +58,9 @@ pub enum Command {
     Manifests(ManifestsArgs),
     /// Convert this node's control plane: kubeadm static pods ↔ self-hosted DaemonSets.
     Convert(ConvertArgs),
+    /// Keep this node's control-plane pods on disk and start them without the API after a
+    /// reboot or power cut (a node agent, run by the kubelet as a static pod).
+    Checkpoint(CheckpointArgs),
     /// Run a simulated cluster in the foreground and write a kubeconfig for it.
     #[command(disable_version_flag = true)]
     Sim(SimArgs),
@@ -117,6 +120,58 @@ pub struct DemoArgs {
     /// of as real processes perform them.
     #[arg(long)]
     pub idealised: bool,
+}
+
+/// Arguments of `selfhost checkpoint`.
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// The node this agent runs on.
+    #[arg(long)]
+    pub node: String,
+    /// The kubelet's static pod directory (kubeadm: /etc/kubernetes/manifests).
+    #[arg(long, default_value = "/etc/kubernetes/manifests")]
+    pub manifests_dir: PathBuf,
+    /// Where checkpoints are kept on the node.
+    #[arg(long, default_value = "/etc/kubernetes/selfhost-checkpoints")]
+    pub checkpoint_dir: PathBuf,
+    /// Where the host's root is mounted: Secret files a checkpoint needs are written beneath.
+    #[arg(long, default_value = "/")]
+    pub host_root: PathBuf,
+    /// How long a DaemonSet pod must have served before it is kept.
+    #[arg(long, default_value = "10s", value_parser = period)]
+    pub soak: Duration,
+    /// How long the API must be unreachable before a checkpoint is started: longer than a
+    /// restart of the node's kube-apiserver, and at least 1s.
+    #[arg(long, default_value = "10s", value_parser = api_grace)]
+    pub api_grace: Duration,
+    /// How often the node is read.
+    #[arg(long, default_value = "1s", value_parser = period)]
+    pub interval: Duration,
+}
+
+/// A period given on the command line (`10s`, `500ms`, `1m`): more than zero.
+pub fn period(text: &str) -> Result<Duration, String> {
+    let period = humantime::parse_duration(text)
+        .map_err(|e| format!("invalid duration {text:?}: {e}; write one such as 10s or 500ms"))?;
+    if period.is_zero() {
+        return Err(format!(
+            "{text:?} is no time at all; give a duration such as 10s"
+        ));
+    }
+    Ok(period)
+}
+
+/// `--api-grace`: a period of at least a second. A pod's Ready time is known to the second
+/// only; the grace is what tells a status kept from before the API went down from a fresh one.
+pub fn api_grace(text: &str) -> Result<Duration, String> {
+    let grace = period(text)?;
+    if grace < Duration::from_secs(1) {
+        return Err(format!(
+            "--api-grace {text} is shorter than the second a pod's Ready time is known to; give \
+             at least 1s (the default, 10s, outlasts a restart of the kube-apiserver)"
+        ));
+    }
+    Ok(grace)
 }
 
 /// Arguments of `selfhost status`.

@@ -40,6 +40,7 @@ fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Apply(args) => block_on(commands::apply::run(&cli.global, args)),
         Command::Convert(args) => block_on(commands::convert::run(&cli.global, args)),
         Command::Sim(args) => block_on(commands::sim::run(&cli.global, args)),
+        Command::Checkpoint(args) => block_on(commands::checkpoint::run(&cli.global, args)),
     }
 }
 

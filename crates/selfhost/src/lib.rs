@@ -16,6 +16,7 @@
 mod access;
 mod api_call;
 mod api_write;
+mod checkpoint;
 mod client;
 mod cluster;
 mod cluster_view;
@@ -44,6 +45,7 @@ mod target;
 mod upgrade;
 
 pub use api_call::{ApiCallError, FailureKind};
+pub use checkpoint::{CheckpointError, CheckpointOptions, CheckpointRound, NodeDisk};
 pub use client::{ClientArgs, ClientError, Clients, KubeconfigSource, RequestCount, connect_with};
 pub use cluster::{Cluster, Command};
 pub use cluster_view::{ClusterView, ViewTimeout};
@@ -73,8 +75,9 @@ pub use target::{TargetError, Targets, TemplateSource};
 pub use upgrade::{ApplyOptions, RunOutcome, RunReport, apply};
 pub use upgrade::{ExecuteError, ExecuteOptions};
 
-pub use selfhost_core::component::NAMESPACE;
 /// The domain's words from `selfhost-core` that the front door speaks in.
+pub use selfhost_core::checkpoint::{CheckpointPolicy, CheckpointStep};
+pub use selfhost_core::component::NAMESPACE;
 pub use selfhost_core::config::ClusterConfig;
 pub use selfhost_core::conversion::decide::Direction;
 pub use selfhost_core::disruption::{ApiImpact, ExpectedDisruption};
@@ -111,6 +114,22 @@ pub fn manifests(
     Ok(manifests::render_manifests(
         config, version, form, encoding,
     )?)
+}
+
+/// Runs the checkpointer on its node until `cancel` (see `docs/design.md`, "Checkpoints"):
+/// the API may be down from the start, so it needs a kubeconfig, not a connection.
+///
+/// # Errors
+/// The kubeconfig cannot be used.
+pub async fn checkpoint(
+    args: &ClientArgs,
+    options: &CheckpointOptions,
+    cancel: &tokio_util::sync::CancellationToken,
+    report: &mut (dyn FnMut(&CheckpointRound) + Send),
+) -> Result<(), Error> {
+    let clients = client::connect(args).await?;
+    checkpoint::run(&clients, options, cancel, report).await;
+    Ok(())
 }
 
 /// A run as reports show it: the engine's events, what it measured, and a recording of the

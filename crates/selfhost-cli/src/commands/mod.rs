@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod apply_summary;
+pub mod checkpoint;
 pub mod cluster;
 pub mod config_file;
 pub mod convert;

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is a failed test
 
 mod campaign;
+mod checkpoint;
 mod convert;
 mod demo;
 mod hostile;

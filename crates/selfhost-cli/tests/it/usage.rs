@@ -53,6 +53,19 @@ fn usage_errors_exit_2_and_say_what_to_do() {
             &["manifests", "v1.33.1", "--no-such-flag"],
             "unexpected argument '--no-such-flag'",
         ),
+        (&["checkpoint"], "--node <NODE>"),
+        (
+            &["checkpoint", "--node", "cp-1", "--api-grace", "500ms"],
+            "shorter than the second a pod's Ready time is known to",
+        ),
+        (
+            &["checkpoint", "--node", "cp-1", "--soak", "soon"],
+            "invalid duration \"soon\"",
+        ),
+        (
+            &["checkpoint", "--node", "cp-1", "--interval", "0s"],
+            "no time at all",
+        ),
     ];
     for (args, says) in rows {
         selfhost()

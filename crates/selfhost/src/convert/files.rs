@@ -76,7 +76,12 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> FilesError + '_ {
 }
 
 /// Writes `content` to `path` whole: into a temporary file in `staging` first, then renamed.
-fn write_whole(path: &Path, staging: &Path, content: &[u8], mode: u32) -> Result<(), FilesError> {
+pub(crate) fn write_whole(
+    path: &Path,
+    staging: &Path,
+    content: &[u8],
+    mode: u32,
+) -> Result<(), FilesError> {
     std::fs::create_dir_all(staging).map_err(write_err(staging))?;
     let name = path
         .file_name()

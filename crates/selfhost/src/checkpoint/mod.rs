@@ -1,0 +1,306 @@
+//! `selfhost checkpoint`: the node agent that lets a self-hosted control plane survive a
+//! reboot or a power cut of every node. The kubelet runs it as a static pod on each
+//! control-plane node, so it never depends on the API it protects.
+//!
+//! Every interval it reads what the node shows — whether an API server answers, this node's
+//! pod of each self-hosted DaemonSet, the checkpoints on disk and the copies active in the
+//! kubelet's manifests directory — asks [`selfhost_core::checkpoint::decide`] what to do, and
+//! does it: keep a checkpoint of a pod that served, activate a checkpoint as a static pod when
+//! the API is gone, retire the copy once the DaemonSet pod serves again. It remembers nothing
+//! between rounds; an agent restarted anywhere carries on.
+
+mod disk;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::ListParams;
+use selfhost_core::Component;
+use selfhost_core::checkpoint::{
+    self, CheckpointPolicy, CheckpointStep, ComponentOnNode, NodeCheckpoints, RunningPod,
+};
+use selfhost_core::component::NAMESPACE;
+use selfhost_core::conversion::{secret_files, static_pod_from_template};
+use tokio_util::sync::CancellationToken;
+
+pub use disk::NodeDisk;
+
+use crate::client::Clients;
+use crate::convert::files::{FilesError, write_secret_file};
+use crate::health;
+
+/// The granularity of a condition's `lastTransitionTime`.
+const CONDITION_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How the agent runs on its node.
+#[derive(Debug, Clone)]
+pub struct CheckpointOptions {
+    /// The node it runs on.
+    pub node: String,
+    /// Where checkpoints are kept.
+    pub checkpoint_dir: PathBuf,
+    /// The kubelet's static pod directory.
+    pub manifests_dir: PathBuf,
+    /// Where the host's root is mounted (`/` when the agent runs on the host): Secret files a
+    /// checkpoint needs are written beneath it.
+    pub host_root: PathBuf,
+    /// How long a pod serves before it is kept, and how long the API is gone before a
+    /// checkpoint is activated.
+    pub policy: CheckpointPolicy,
+    /// How often the node is read again.
+    pub interval: Duration,
+}
+
+/// Why one step of the agent could not be carried out; the agent says so and tries again at
+/// its next round.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// A file could not be read or written.
+    #[error(transparent)]
+    Files(#[from] FilesError),
+    /// The pod to keep is no longer there, or cannot be turned into a static pod.
+    #[error("{0}")]
+    Pod(String),
+    /// Reading a Secret the pod mounts failed.
+    #[error("{0}")]
+    Api(#[from] crate::api_call::ApiCallError),
+}
+
+/// What one round did for one component, for the agent's log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointRound {
+    /// The component.
+    pub component: Component,
+    /// The step decided.
+    pub step: CheckpointStep,
+    /// Why it could not be carried out, if it could not.
+    pub failed: Option<String>,
+}
+
+/// Runs the agent until `cancel`; `report` hears every step that changes something, and
+/// every change of what a component waits for.
+pub async fn run(
+    clients: &Clients,
+    options: &CheckpointOptions,
+    cancel: &CancellationToken,
+    report: &mut (dyn FnMut(&CheckpointRound) + Send),
+) {
+    let disk = NodeDisk {
+        checkpoint_dir: options.checkpoint_dir.clone(),
+        manifests_dir: options.manifests_dir.clone(),
+    };
+    let mut unreachable_since: Option<Timestamp> = None;
+    let mut last: BTreeMap<Component, String> = BTreeMap::new();
+    loop {
+        let pods = node_pods(clients, &options.node).await;
+        let now = Timestamp::now();
+        let api = match &pods {
+            Some(_) => {
+                unreachable_since = None;
+                checkpoint::Api::Answers
+            }
+            None => checkpoint::Api::Unreachable {
+                since: *unreachable_since.get_or_insert(now),
+            },
+        };
+        let mut components = BTreeMap::new();
+        for component in Component::ALL {
+            let active = disk.active(component);
+            let daemonset_pod = pods
+                .as_ref()
+                .and_then(|p| p.get(&component))
+                .map(|pod| running_pod(pod, active.as_ref().map(|a| a.since)));
+            components.insert(
+                component,
+                ComponentOnNode {
+                    daemonset_pod,
+                    checkpoint: disk.checkpoint(component),
+                    active,
+                    local_process_serving: false,
+                },
+            );
+        }
+        let observation = NodeCheckpoints {
+            now,
+            api,
+            components,
+        };
+        for (component, step) in checkpoint::decide(&observation, &options.policy) {
+            let failed = act(clients, options, &disk, &pods, component, &step, now)
+                .await
+                .err()
+                .map(|e| e.to_string());
+            let line = step.to_string();
+            let changed = step.changes_static_pods() || matches!(step, CheckpointStep::Keep { .. });
+            if changed || failed.is_some() || last.get(&component) != Some(&line) {
+                report(&CheckpointRound {
+                    component,
+                    step,
+                    failed,
+                });
+                last.insert(component, line);
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(options.interval) => {}
+        }
+    }
+}
+
+/// This node's pod of each component's self-hosted DaemonSet, or `None` when no API server
+/// answers. A probe first, so that a dead API is known within its timeout.
+async fn node_pods(clients: &Clients, node: &str) -> Option<BTreeMap<Component, Pod>> {
+    let ready = health::readyz(&clients.probe).await;
+    if !ready.healthy && ready.checks.is_empty() {
+        return None;
+    }
+    let api: Api<Pod> = Api::namespaced(clients.probe.clone(), NAMESPACE);
+    let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let pods = api.list(&on_node).await.ok()?;
+    let mut found = BTreeMap::new();
+    for component in Component::ALL {
+        let daemonset = component.daemonset_name();
+        let pod = pods.items.iter().find(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "DaemonSet" && o.name == daemonset)
+        });
+        if let Some(pod) = pod {
+            found.insert(component, pod.clone());
+        }
+    }
+    Some(found)
+}
+
+/// A pod as the decisions see it: serving since its Ready condition turned true. A status
+/// from before the active copy is the one the API kept from before the node went down, not
+/// news from the pod: it does not count. Condition times are whole seconds, so a transition
+/// in the second before the activation counts as fresh; a kept status is older than that by
+/// the whole grace the API was gone for.
+fn running_pod(pod: &Pod, active_since: Option<Timestamp>) -> RunningPod {
+    let ready_since = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0);
+    let serving_since = ready_since.filter(|since| {
+        active_since.is_none_or(|activated| *since + CONDITION_GRANULARITY > activated)
+    });
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    RunningPod {
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        revision: labels
+            .get("controller-revision-hash")
+            .cloned()
+            .unwrap_or_default(),
+        image: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.image.clone())
+            .unwrap_or_default(),
+        serving_since,
+    }
+}
+
+async fn act(
+    clients: &Clients,
+    options: &CheckpointOptions,
+    disk: &NodeDisk,
+    pods: &Option<BTreeMap<Component, Pod>>,
+    component: Component,
+    step: &CheckpointStep,
+    now: Timestamp,
+) -> Result<(), CheckpointError> {
+    match step {
+        CheckpointStep::Keep {
+            pod_uid,
+            revision,
+            image,
+        } => {
+            let pod = pods
+                .as_ref()
+                .and_then(|p| p.get(&component))
+                .filter(|p| p.metadata.uid.as_deref() == Some(pod_uid.as_str()))
+                .ok_or_else(|| CheckpointError::Pod(format!("pod {pod_uid} is gone")))?;
+            let copy = static_copy(component, pod)?;
+            write_secret_files(clients, options, pod).await?;
+            disk.keep(component, &copy, revision, image, now)?;
+        }
+        CheckpointStep::Activate { .. } => disk.activate(component, now)?,
+        CheckpointStep::Retire { .. } => disk.retire(component)?,
+        CheckpointStep::Wait { .. } | CheckpointStep::Nothing { .. } => {}
+    }
+    Ok(())
+}
+
+/// The static form of a DaemonSet pod: its template as `convert to-static` writes it, named
+/// apart from any static pod of kubeadm's.
+fn static_copy(component: Component, pod: &Pod) -> Result<Pod, CheckpointError> {
+    let template = PodTemplateSpec {
+        metadata: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            labels: pod.metadata.labels.clone(),
+            annotations: None,
+            ..Default::default()
+        }),
+        spec: pod.spec.clone(),
+    };
+    let mut copy = static_pod_from_template(component, &template)
+        .map_err(|e| CheckpointError::Pod(e.to_string()))?;
+    copy.metadata.name = Some(format!("selfhost-checkpoint-{}", component.name()));
+    if let Some(labels) = copy.metadata.labels.as_mut() {
+        labels.remove("controller-revision-hash");
+        labels.remove("pod-template-generation");
+    }
+    Ok(copy)
+}
+
+/// Writes the files the pod reads from Secrets to the host, where they are missing, so that
+/// its static copy finds them without the API. Their contents are never logged.
+async fn write_secret_files(
+    clients: &Clients,
+    options: &CheckpointOptions,
+    pod: &Pod,
+) -> Result<(), CheckpointError> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(());
+    };
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(clients.api.clone(), NAMESPACE);
+    for file in secret_files(spec) {
+        if options
+            .host_root
+            .join(file.path.trim_start_matches('/'))
+            .exists()
+        {
+            continue;
+        }
+        let secret = crate::retry::with_retries(
+            &format!("get Secret {NAMESPACE}/{}", file.secret),
+            &crate::retry::RetryPolicy::default(),
+            || secrets.get(&file.secret),
+        )
+        .await?;
+        let content = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&file.key))
+            .ok_or_else(|| {
+                CheckpointError::Pod(format!(
+                    "Secret {NAMESPACE}/{} has no key {:?} for {}",
+                    file.secret, file.key, file.path
+                ))
+            })?;
+        write_secret_file(&options.host_root, &file.path, &content.0, file.mode)?;
+    }
+    Ok(())
+}
