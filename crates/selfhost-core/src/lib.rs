@@ -21,6 +21,8 @@ pub mod render;
 pub mod report;
 pub mod rollout;
 pub mod skew;
+#[cfg(test)]
+mod test_support;
 pub mod version;
 
 pub use component::Component;

@@ -94,15 +94,12 @@ fn check(rows: Vec<Row>) {
             continue;
         }
         let text = serde_json::to_string(&step).expect("steps serialise");
-        for mention in row.mentions {
-            if !text.contains(mention) {
-                failures.push(format!(
-                    "{}: {} does not mention {mention:?}: {text}",
-                    row.case,
-                    step.name()
-                ));
-            }
-        }
+        failures.extend(crate::test_support::missing_mentions(
+            row.case,
+            step.name(),
+            &text,
+            row.mentions,
+        ));
         if let CheckpointStep::Wait { recheck_at, .. } = &step
             && *recheck_at != row.recheck_at
         {

@@ -71,15 +71,12 @@ pub(crate) fn check(rows: Vec<Row>) {
             ));
             continue;
         }
-        for mention in row.mentions {
-            if !text.contains(mention) {
-                failures.push(format!(
-                    "{}: {} does not mention {mention:?}: {text}",
-                    row.case,
-                    step.name()
-                ));
-            }
-        }
+        failures.extend(crate::test_support::missing_mentions(
+            row.case,
+            step.name(),
+            &text,
+            row.mentions,
+        ));
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
