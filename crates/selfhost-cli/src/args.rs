@@ -120,6 +120,19 @@ pub struct DemoArgs {
     /// of as real processes perform them.
     #[arg(long)]
     pub idealised: bool,
+    /// What to show: an upgrade, or a power cut of every node survived with
+    /// `selfhost checkpoint` on each control-plane node.
+    #[arg(long, value_enum, default_value = "upgrade")]
+    pub scenario: DemoScenario,
+}
+
+/// What `selfhost demo` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DemoScenario {
+    /// `selfhost apply` to the next version while probers read and write the API.
+    Upgrade,
+    /// Every node loses power and gets it back; the checkpointer brings the control plane back.
+    PowerCycle,
 }
 
 /// Arguments of `selfhost checkpoint`.

@@ -7,6 +7,7 @@
 
 mod figures;
 mod naive;
+mod power_cycle;
 
 use std::path::Path;
 use std::time::Duration;
@@ -24,7 +25,7 @@ use tokio::time::Instant;
 
 use self::figures::Figures;
 use super::trace::{self, RunTrace};
-use crate::args::{Cli, Command, DemoArgs, GlobalArgs};
+use crate::args::{Cli, Command, DemoArgs, DemoScenario, GlobalArgs};
 use crate::exit::{CliError, Outcome};
 use crate::ui;
 
@@ -60,7 +61,7 @@ fn client_kind(connections: Connections) -> ClientConnections {
 
 /// How much faster than real ones the simulated pods live. Faster still would shorten the
 /// simulated Leases below what a busy machine's scheduling delays leave intact.
-fn speedup(args: &DemoArgs) -> u32 {
+pub(super) fn speedup(args: &DemoArgs) -> u32 {
     if args.fast { 10 } else { 5 }
 }
 
@@ -160,7 +161,9 @@ const FIRST_ANSWER: Duration = Duration::from_secs(30);
 
 /// Starts a prober of each kind of client and waits until each has had an answer, so that
 /// what they measure is the upgrade rather than the cluster settling after its start.
-async fn serving_probers(cluster: &SimCluster) -> Result<Vec<(Connections, Prober)>, CliError> {
+pub(super) async fn serving_probers(
+    cluster: &SimCluster,
+) -> Result<Vec<(Connections, Prober)>, CliError> {
     let mut probers = Vec::new();
     for connections in CLIENT_KINDS {
         let prober = cluster
@@ -188,7 +191,7 @@ async fn serving_probers(cluster: &SimCluster) -> Result<Vec<(Connections, Probe
 }
 
 /// Stops the probers; what each kind of client saw from `from` on.
-async fn stop_probers(
+pub(super) async fn stop_probers(
     probers: Vec<(Connections, Prober)>,
     from: Instant,
 ) -> Vec<(ClientConnections, ProbeReport)> {
@@ -326,6 +329,10 @@ pub async fn run(global: &GlobalArgs, args: &DemoArgs) -> Result<Outcome, CliErr
         return Err(CliError::bad_input(anyhow!(
             "--control-plane-nodes must be at least 1: a cluster needs somewhere to run its API server"
         )));
+    }
+    if args.scenario == DemoScenario::PowerCycle {
+        let cluster = start_cluster(args, &from).await?;
+        return power_cycle::run(global, args, cluster).await;
     }
     let started = Instant::now();
     let setting = format!(

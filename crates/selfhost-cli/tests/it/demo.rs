@@ -179,3 +179,25 @@ fn versions_outside_the_simulated_registry_are_refused() {
             .code(2);
     }
 }
+
+/// The power-cut scenario: without the checkpointer a self-hosted control plane never comes
+/// back (the simulator's reboot tests show it); with it on each node, the demo's control plane
+/// serves again on its checkpoints and hands back to its DaemonSet pods.
+#[test]
+fn a_power_cut_of_every_node_is_survived_on_the_checkpoints() {
+    let run = demo(&["--scenario", "power-cycle", "--control-plane-nodes", "1"]);
+    let shown = format!("{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, Some(0), "{shown}");
+    assert!(run.stdout.contains("verdict: PASS"), "{shown}");
+    for said in [
+        "every node keeps a checkpoint",
+        "activate the checkpoint",
+        "retire the static copy",
+    ] {
+        assert!(run.stderr.contains(said), "{said:?} in {shown}");
+    }
+    assert!(
+        run.stdout.contains("API serving again:") && !run.stdout.contains("never"),
+        "{shown}"
+    );
+}

@@ -1,0 +1,232 @@
+//! `selfhost demo --scenario power-cycle`: every node of the simulated self-hosted cluster
+//! loses power and gets it back, with `selfhost checkpoint` on each control-plane node (run
+//! in this process, the same code as the command). Two probers show what clients saw; the
+//! summary gives the time from power-on until the API served again and until the checkpoints'
+//! static copies were retired for the DaemonSet pods.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::anyhow;
+use selfhost::{CheckpointOptions, CheckpointPolicy, CheckpointRound, ClientArgs, checkpoint};
+use selfhost_sim::bootstrap::NodeRole;
+use selfhost_sim::cluster::SimCluster;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{DemoArgs, GlobalArgs};
+use crate::exit::{CliError, Outcome};
+use crate::ui;
+
+/// How long the nodes stay off, in real time.
+const OFF: Duration = Duration::from_secs(10);
+/// How long the demo waits, in real time, for a step before it gives up.
+const PATIENCE: Duration = Duration::from_secs(300);
+
+/// Runs the scenario on `cluster`.
+pub async fn run(
+    _global: &GlobalArgs,
+    args: &DemoArgs,
+    cluster: SimCluster,
+) -> Result<Outcome, CliError> {
+    let speed = super::speedup(args);
+    let on_clock = |real: Duration| real / speed;
+    let dir = tempfile_dir()?;
+    let cancel = CancellationToken::new();
+    let control_planes: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .filter(|n| n.role == NodeRole::ControlPlane)
+        .map(|n| n.name.clone())
+        .collect();
+    ui::say(format!(
+        "selfhost demo: a power cut of every node of a {}-node self-hosted control plane, with \
+         `selfhost checkpoint` on each (pods {speed}x faster than real ones)",
+        control_planes.len()
+    ));
+    let defaults = CheckpointPolicy::default();
+    let mut agents = Vec::new();
+    let mut manifests = Vec::new();
+    for node in &control_planes {
+        let manifests_dir = cluster
+            .manifests_dir(node)
+            .ok_or_else(|| anyhow!("{node} has no manifests directory"))?
+            .to_path_buf();
+        manifests.push(manifests_dir.clone());
+        let options = CheckpointOptions {
+            node: node.clone(),
+            checkpoint_dir: dir.join(node).join("checkpoints"),
+            manifests_dir,
+            host_root: dir.join(node).join("host"),
+            // The defaults on the simulator's clock; the grace stays at least the second
+            // that tells a kept status from a fresh one.
+            policy: CheckpointPolicy {
+                soak: on_clock(defaults.soak),
+                api_grace: on_clock(defaults.api_grace).max(Duration::from_secs(1)),
+            },
+            interval: on_clock(Duration::from_secs(1)),
+        };
+        let client = ClientArgs {
+            kubeconfig: Some(cluster.kubeconfig_path().to_path_buf()),
+            context: None,
+        };
+        let cancel = cancel.clone();
+        agents.push(tokio::spawn(async move {
+            let mut say = |round: &CheckpointRound| {
+                if round.step.changes_static_pods() || round.failed.is_some() {
+                    ui::say(format!(
+                        "  checkpoint {}: {}: {}",
+                        options.node, round.component, round.step
+                    ));
+                }
+            };
+            checkpoint(&client, &options, &cancel, &mut say).await
+        }));
+    }
+    let kept = || {
+        control_planes.iter().all(|node| {
+            [
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+            ]
+            .iter()
+            .all(|c| {
+                dir.join(node)
+                    .join("checkpoints")
+                    .join(c)
+                    .join("checkpoint.json")
+                    .is_file()
+            })
+        })
+    };
+    wait(
+        on_clock(PATIENCE),
+        "every control-plane pod kept",
+        async || kept(),
+    )
+    .await?;
+    ui::say("selfhost demo: every node keeps a checkpoint of its control-plane pods");
+    let probers = super::serving_probers(&cluster).await?;
+    ui::say(format!(
+        "selfhost demo: power cut: every node off for {} s",
+        OFF.as_secs()
+    ));
+    let client = cluster.client();
+    let down = async || !answers(&client).await;
+    let cut = cluster.power_cycle(on_clock(OFF));
+    let (_, went_down) = tokio::join!(cut, wait(on_clock(OFF), "the API going down", down));
+    went_down?;
+    let power_on = Instant::now();
+    ui::say("selfhost demo: power back: every node boots");
+    let real = |d: Duration| (d * speed).as_secs_f64();
+    let client = cluster.client();
+    let serving = wait(on_clock(PATIENCE), "the API serving again", async || {
+        answers(&client).await
+    })
+    .await
+    .map(|()| real(power_on.elapsed()));
+    let retired = if serving.is_ok() {
+        wait(
+            on_clock(PATIENCE),
+            "the static copies retired",
+            async || manifests.iter().all(|m| no_copies(m)),
+        )
+        .await
+        .map(|()| real(power_on.elapsed()))
+    } else {
+        Err(CliError::from(anyhow!("the API never served again")))
+    };
+    let reports = super::stop_probers(probers, power_on).await;
+    cancel.cancel();
+    for agent in agents {
+        let _ = agent.await;
+    }
+    cluster.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut text = String::from(
+        "\nselfhost demo: power cut of every node, times in real seconds from power-on:\n",
+    );
+    text.push_str(&format!(
+        "  API serving again:        {}\n  static copies retired:    {}\n",
+        shown(&serving),
+        shown(&retired)
+    ));
+    for (kind, report) in &reports {
+        text.push_str(&format!(
+            "  clients on {}: {} of {} reads and {} of {} writes failed from power-on\n",
+            kind.describe(),
+            report.reads.failures(),
+            report.reads.samples.len(),
+            report.writes.failures(),
+            report.writes.samples.len(),
+        ));
+    }
+    let success = serving.is_ok() && retired.is_ok();
+    text.push_str(&format!(
+        "\nverdict: {}\n",
+        if success {
+            "PASS: the control plane came back on its checkpoints and handed back to its DaemonSet pods"
+        } else {
+            "FAIL: the control plane did not come back"
+        }
+    ));
+    ui::print(&text)?;
+    if success {
+        Ok(Outcome::Done)
+    } else {
+        Err(CliError::from(anyhow!(
+            "the simulated control plane did not come back from the power cut"
+        )))
+    }
+}
+
+fn shown(result: &Result<f64, CliError>) -> String {
+    match result {
+        Ok(seconds) => format!("{seconds:.1} s"),
+        Err(e) => format!("never ({e})"),
+    }
+}
+
+/// Whether the API answers a client, as a client sees it: a request over a real connection.
+async fn answers(client: &kube::Client) -> bool {
+    let asked = tokio::time::timeout(Duration::from_secs(1), client.apiserver_version()).await;
+    matches!(asked, Ok(Ok(_)))
+}
+
+/// Waits until `check` holds, for at most `patience`.
+async fn wait(
+    patience: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> bool,
+) -> Result<(), CliError> {
+    let deadline = Instant::now() + patience;
+    while !check().await {
+        if Instant::now() > deadline {
+            return Err(CliError::from(anyhow!("no {what} within {patience:?}")));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// No checkpoint's static copy is active in `manifests`.
+fn no_copies(manifests: &Path) -> bool {
+    std::fs::read_dir(manifests).is_ok_and(|d| {
+        d.flatten().all(|e| {
+            !e.file_name()
+                .to_string_lossy()
+                .starts_with("selfhost-checkpoint-")
+        })
+    })
+}
+
+/// A fresh directory for the agents' checkpoints and host files.
+fn tempfile_dir() -> Result<PathBuf, CliError> {
+    let dir =
+        std::env::temp_dir().join(format!("selfhost-demo-checkpoints-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| CliError::from(anyhow!(e).context("creating the checkpoint directory")))?;
+    Ok(dir)
+}
