@@ -45,17 +45,14 @@ async fn run(nodes: usize, with_checkpointer: bool) -> Recovery {
     let scaled = |real: Duration| real / SCALE;
     let mut agents = Vec::new();
     if with_checkpointer {
-        for node in (1..=nodes).map(|i| format!("cp-{i}")) {
+        for node in sim.control_plane_names() {
             let options = CheckpointOptions {
                 node: node.clone(),
                 checkpoint_dir: dir.path().join(&node).join("checkpoints"),
                 manifests_dir: sim.manifests_dir(&node).expect("dir").to_path_buf(),
                 host_root: dir.path().join(&node).join("host"),
                 // The policy's defaults on the simulator's clock: 10 s become 1 s.
-                policy: CheckpointPolicy {
-                    soak: scaled(Duration::from_secs(10)),
-                    api_grace: scaled(Duration::from_secs(10)),
-                },
+                policy: CheckpointPolicy::scaled(SCALE),
                 interval: scaled(Duration::from_secs(1)),
             };
             let args = ClientArgs {
@@ -84,14 +81,12 @@ async fn run(nodes: usize, with_checkpointer: bool) -> Recovery {
                     .is_file()
             })
         };
-        until(|| (1..=nodes).all(|i| kept(&format!("cp-{i}")))).await;
+        until(|| sim.control_plane_names().iter().all(|n| kept(n))).await;
     }
-    let manifests: Vec<_> = (1..=nodes)
-        .map(|i| {
-            sim.manifests_dir(&format!("cp-{i}"))
-                .expect("dir")
-                .to_path_buf()
-        })
+    let manifests: Vec<_> = sim
+        .control_plane_names()
+        .iter()
+        .map(|n| sim.manifests_dir(n).expect("dir").to_path_buf())
         .collect();
     sim.power_cycle(OFF).await;
     let on = Instant::now();

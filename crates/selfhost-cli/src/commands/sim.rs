@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use anyhow::{Context, anyhow};
-use selfhost_sim::bootstrap::{BootstrapMode, NodeRole};
+use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::{Handovers, SimCluster, SimTimings};
 
 use crate::args::{GlobalArgs, SimArgs};
@@ -87,12 +87,7 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
 
     let mut stops = super::signals::StopSignals::listen();
     let mut machines = MachineSignals::listen();
-    let control_planes: Vec<String> = cluster
-        .nodes()
-        .iter()
-        .filter(|n| n.role == NodeRole::ControlPlane)
-        .map(|n| n.name.clone())
-        .collect();
+    let control_planes = cluster.control_plane_names();
     let mut next_reboot = 0;
     loop {
         let signal = tokio::select! {

@@ -57,5 +57,5 @@ mod tests;
 pub use decide::{decide, next_step, phase};
 pub use observation::{ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, RunningPod};
 pub use phase::CheckpointPhase;
-pub use policy::{CheckpointPolicy, DEFAULT_API_GRACE, DEFAULT_SOAK};
+pub use policy::{CheckpointPolicy, DEFAULT_API_GRACE, DEFAULT_SOAK, MIN_API_GRACE};
 pub use step::CheckpointStep;

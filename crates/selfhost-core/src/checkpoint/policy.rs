@@ -20,11 +20,46 @@ pub struct CheckpointPolicy {
     pub api_grace: Duration,
 }
 
+/// The shortest grace that tells a status the API kept from before it went down from a fresh
+/// one: a condition's time is known to the second only.
+pub const MIN_API_GRACE: Duration = Duration::from_secs(1);
+
+impl CheckpointPolicy {
+    /// The defaults on a clock `factor` times faster than real (a simulated cluster's), the
+    /// grace no shorter than [`MIN_API_GRACE`].
+    pub fn scaled(factor: u32) -> Self {
+        let factor = factor.max(1);
+        CheckpointPolicy {
+            soak: DEFAULT_SOAK / factor,
+            api_grace: (DEFAULT_API_GRACE / factor).max(MIN_API_GRACE),
+        }
+    }
+}
+
 impl Default for CheckpointPolicy {
     fn default() -> Self {
         CheckpointPolicy {
             soak: DEFAULT_SOAK,
             api_grace: DEFAULT_API_GRACE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scaled_policy_divides_the_defaults_but_keeps_a_whole_second_of_grace() {
+        let rows = [
+            (1, DEFAULT_SOAK, DEFAULT_API_GRACE),
+            (0, DEFAULT_SOAK, DEFAULT_API_GRACE),
+            (10, Duration::from_secs(1), Duration::from_secs(1)),
+            (100, Duration::from_millis(100), MIN_API_GRACE),
+        ];
+        for (factor, soak, grace) in rows {
+            let policy = CheckpointPolicy::scaled(factor);
+            assert_eq!((policy.soak, policy.api_grace), (soak, grace), "{factor}");
         }
     }
 }

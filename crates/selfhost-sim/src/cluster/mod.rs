@@ -312,6 +312,15 @@ impl SimCluster {
         self.send(node, NodeInput::SetState(state))
     }
 
+    /// The names of the control-plane nodes, in order (`cp-1`, …).
+    pub fn control_plane_names(&self) -> Vec<String> {
+        self.nodes()
+            .iter()
+            .filter(|n| n.role == crate::bootstrap::NodeRole::ControlPlane)
+            .map(|n| n.name.clone())
+            .collect()
+    }
+
     /// Restarts a node's kubelet process, as `systemctl restart kubelet` does: its containers
     /// keep running, and it learns its pods from the API again (until it can list them, it
     /// acts only on its static pods).

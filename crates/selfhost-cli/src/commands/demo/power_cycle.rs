@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use selfhost::{CheckpointOptions, CheckpointPolicy, CheckpointRound, ClientArgs, checkpoint};
-use selfhost_sim::bootstrap::NodeRole;
 use selfhost_sim::cluster::SimCluster;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -33,18 +32,12 @@ pub async fn run(
     let on_clock = |real: Duration| real / speed;
     let dir = tempfile_dir()?;
     let cancel = CancellationToken::new();
-    let control_planes: Vec<String> = cluster
-        .nodes()
-        .iter()
-        .filter(|n| n.role == NodeRole::ControlPlane)
-        .map(|n| n.name.clone())
-        .collect();
+    let control_planes = cluster.control_plane_names();
     ui::say(format!(
         "selfhost demo: a power cut of every node of a {}-node self-hosted control plane, with \
          `selfhost checkpoint` on each (pods {speed}x faster than real ones)",
         control_planes.len()
     ));
-    let defaults = CheckpointPolicy::default();
     let mut agents = Vec::new();
     let mut manifests = Vec::new();
     for node in &control_planes {
@@ -58,12 +51,8 @@ pub async fn run(
             checkpoint_dir: dir.join(node).join("checkpoints"),
             manifests_dir,
             host_root: dir.join(node).join("host"),
-            // The defaults on the simulator's clock; the grace stays at least the second
-            // that tells a kept status from a fresh one.
-            policy: CheckpointPolicy {
-                soak: on_clock(defaults.soak),
-                api_grace: on_clock(defaults.api_grace).max(Duration::from_secs(1)),
-            },
+            // The defaults on the simulator's clock.
+            policy: CheckpointPolicy::scaled(speed),
             interval: on_clock(Duration::from_secs(1)),
         };
         let client = ClientArgs {
