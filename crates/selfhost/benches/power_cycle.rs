@@ -9,10 +9,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a benchmark, not library code
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use selfhost::{CheckpointOptions, CheckpointPolicy, CheckpointRound, ClientArgs, checkpoint};
+use selfhost::{CheckpointOptions, CheckpointRound, ClientArgs, checkpoint};
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::{SimCluster, SimTimings};
 use tokio_util::sync::CancellationToken;
@@ -42,19 +41,14 @@ async fn run(nodes: usize, with_checkpointer: bool) -> Recovery {
         .expect("cluster starts");
     let dir = tempfile::tempdir().expect("tempdir");
     let cancel = CancellationToken::new();
-    let scaled = |real: Duration| real / SCALE;
     let mut agents = Vec::new();
+    let mut disks = Vec::new();
     if with_checkpointer {
         for node in sim.control_plane_names() {
-            let options = CheckpointOptions {
-                node: node.clone(),
-                checkpoint_dir: dir.path().join(&node).join("checkpoints"),
-                manifests_dir: sim.manifests_dir(&node).expect("dir").to_path_buf(),
-                host_root: dir.path().join(&node).join("host"),
-                // The policy's defaults on the simulator's clock: 10 s become 1 s.
-                policy: CheckpointPolicy::scaled(SCALE),
-                interval: scaled(Duration::from_secs(1)),
-            };
+            let manifests_dir = sim.manifests_dir(&node).expect("dir").to_path_buf();
+            let options =
+                CheckpointOptions::rooted_at(&node, manifests_dir, &dir.path().join(&node), SCALE);
+            disks.push(options.disk());
             let args = ClientArgs {
                 kubeconfig: Some(sim.kubeconfig_path().to_path_buf()),
                 context: None,
@@ -65,29 +59,8 @@ async fn run(nodes: usize, with_checkpointer: bool) -> Recovery {
                 checkpoint(&args, &options, &cancel, &mut quiet).await
             }));
         }
-        let kept = |node: &str| {
-            [
-                "kube-apiserver",
-                "kube-controller-manager",
-                "kube-scheduler",
-            ]
-            .iter()
-            .all(|c| {
-                dir.path()
-                    .join(node)
-                    .join("checkpoints")
-                    .join(c)
-                    .join("checkpoint.json")
-                    .is_file()
-            })
-        };
-        until(|| sim.control_plane_names().iter().all(|n| kept(n))).await;
+        until(|| disks.iter().all(|d| d.keeps_every_component())).await;
     }
-    let manifests: Vec<_> = sim
-        .control_plane_names()
-        .iter()
-        .map(|n| sim.manifests_dir(n).expect("dir").to_path_buf())
-        .collect();
     sim.power_cycle(OFF).await;
     let on = Instant::now();
     let mut recovery = Recovery {
@@ -100,7 +73,7 @@ async fn run(nodes: usize, with_checkpointer: bool) -> Recovery {
             recovery.api_serving = Some(real(on.elapsed()));
         }
         if recovery.api_serving.is_some()
-            && manifests.iter().all(|m| no_copies(m))
+            && disks.iter().all(|d| !d.has_active_copies())
             && with_checkpointer
         {
             recovery.copies_retired = Some(real(on.elapsed()));
@@ -117,18 +90,6 @@ async fn run(nodes: usize, with_checkpointer: bool) -> Recovery {
     }
     sim.shutdown().await;
     recovery
-}
-
-/// No static copy is active in `manifests`; a copy was activated if the API came back at all
-/// with a checkpointer, so this is its retirement.
-fn no_copies(manifests: &Path) -> bool {
-    std::fs::read_dir(manifests).is_ok_and(|d| {
-        d.flatten().all(|e| {
-            !e.file_name()
-                .to_string_lossy()
-                .starts_with("selfhost-checkpoint-")
-        })
-    })
 }
 
 async fn until(mut check: impl FnMut() -> bool) {

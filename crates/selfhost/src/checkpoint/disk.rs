@@ -85,6 +85,20 @@ impl NodeDisk {
         })
     }
 
+    /// Whether a checkpoint of every component is stored.
+    pub fn keeps_every_component(&self) -> bool {
+        Component::ALL
+            .into_iter()
+            .all(|c| self.checkpoint(c).is_some())
+    }
+
+    /// Whether a copy of any component is active in the manifests directory.
+    pub fn has_active_copies(&self) -> bool {
+        Component::ALL
+            .into_iter()
+            .any(|c| self.active_path(c).exists())
+    }
+
     /// Stores `pod` (its static form) as the checkpoint of `component`. The pod is written
     /// before the record, so a record always names a whole pod.
     pub fn keep(

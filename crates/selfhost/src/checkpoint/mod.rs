@@ -55,6 +55,35 @@ pub struct CheckpointOptions {
     pub interval: Duration,
 }
 
+impl CheckpointOptions {
+    /// The agent of a node whose own disk is the directory `root` (a simulated node's): its
+    /// checkpoints in `root/checkpoints`, the host's files under `root/host`; `policy` and
+    /// one read per second, both on a clock `factor` times faster than real.
+    pub fn rooted_at(
+        node: &str,
+        manifests_dir: PathBuf,
+        root: &std::path::Path,
+        factor: u32,
+    ) -> Self {
+        CheckpointOptions {
+            node: node.to_string(),
+            checkpoint_dir: root.join("checkpoints"),
+            manifests_dir,
+            host_root: root.join("host"),
+            policy: CheckpointPolicy::scaled(factor),
+            interval: Duration::from_secs(1) / factor.max(1),
+        }
+    }
+
+    /// The node's files this agent keeps and activates.
+    pub fn disk(&self) -> NodeDisk {
+        NodeDisk {
+            checkpoint_dir: self.checkpoint_dir.clone(),
+            manifests_dir: self.manifests_dir.clone(),
+        }
+    }
+}
+
 /// Why one step of the agent could not be carried out; the agent says so and tries again at
 /// its next round.
 #[derive(Debug, thiserror::Error)]
@@ -89,10 +118,7 @@ pub async fn run(
     cancel: &CancellationToken,
     report: &mut (dyn FnMut(&CheckpointRound) + Send),
 ) {
-    let disk = NodeDisk {
-        checkpoint_dir: options.checkpoint_dir.clone(),
-        manifests_dir: options.manifests_dir.clone(),
-    };
+    let disk = options.disk();
     let mut unreachable_since: Option<Timestamp> = None;
     let mut last: BTreeMap<Component, String> = BTreeMap::new();
     loop {

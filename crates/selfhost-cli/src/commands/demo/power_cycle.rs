@@ -4,11 +4,11 @@
 //! summary gives the time from power-on until the API served again and until the checkpoints'
 //! static copies were retired for the DaemonSet pods.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use selfhost::{CheckpointOptions, CheckpointPolicy, CheckpointRound, ClientArgs, checkpoint};
+use selfhost::{CheckpointOptions, CheckpointRound, ClientArgs, checkpoint};
 use selfhost_sim::cluster::SimCluster;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -39,22 +39,14 @@ pub async fn run(
         control_planes.len()
     ));
     let mut agents = Vec::new();
-    let mut manifests = Vec::new();
+    let mut disks = Vec::new();
     for node in &control_planes {
         let manifests_dir = cluster
             .manifests_dir(node)
             .ok_or_else(|| anyhow!("{node} has no manifests directory"))?
             .to_path_buf();
-        manifests.push(manifests_dir.clone());
-        let options = CheckpointOptions {
-            node: node.clone(),
-            checkpoint_dir: dir.join(node).join("checkpoints"),
-            manifests_dir,
-            host_root: dir.join(node).join("host"),
-            // The defaults on the simulator's clock.
-            policy: CheckpointPolicy::scaled(speed),
-            interval: on_clock(Duration::from_secs(1)),
-        };
+        let options = CheckpointOptions::rooted_at(node, manifests_dir, &dir.join(node), speed);
+        disks.push(options.disk());
         let client = ClientArgs {
             kubeconfig: Some(cluster.kubeconfig_path().to_path_buf()),
             context: None,
@@ -72,27 +64,10 @@ pub async fn run(
             checkpoint(&client, &options, &cancel, &mut say).await
         }));
     }
-    let kept = || {
-        control_planes.iter().all(|node| {
-            [
-                "kube-apiserver",
-                "kube-controller-manager",
-                "kube-scheduler",
-            ]
-            .iter()
-            .all(|c| {
-                dir.join(node)
-                    .join("checkpoints")
-                    .join(c)
-                    .join("checkpoint.json")
-                    .is_file()
-            })
-        })
-    };
     wait(
         on_clock(PATIENCE),
         "every control-plane pod kept",
-        async || kept(),
+        async || disks.iter().all(|d| d.keeps_every_component()),
     )
     .await?;
     ui::say("selfhost demo: every node keeps a checkpoint of its control-plane pods");
@@ -119,7 +94,7 @@ pub async fn run(
         wait(
             on_clock(PATIENCE),
             "the static copies retired",
-            async || manifests.iter().all(|m| no_copies(m)),
+            async || disks.iter().all(|d| !d.has_active_copies()),
         )
         .await
         .map(|()| real(power_on.elapsed()))
@@ -198,17 +173,6 @@ async fn wait(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
-}
-
-/// No checkpoint's static copy is active in `manifests`.
-fn no_copies(manifests: &Path) -> bool {
-    std::fs::read_dir(manifests).is_ok_and(|d| {
-        d.flatten().all(|e| {
-            !e.file_name()
-                .to_string_lossy()
-                .starts_with("selfhost-checkpoint-")
-        })
-    })
 }
 
 /// A fresh directory for the agents' checkpoints and host files.

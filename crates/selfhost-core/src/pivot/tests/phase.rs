@@ -300,22 +300,20 @@ fn each_situation_is_in_the_phase_its_decision_handles() {
     let mut failures = Vec::new();
     for (case, obs, target, expected) in &rows {
         let got = phase(obs, target);
-        if got != *expected {
-            failures.push(format!("{case}: expected {expected:?}, got {got:?}"));
-        }
         let step = crate::pivot::next_step(obs, target);
-        if !steps_of(got).contains(&step.name()) {
-            failures.push(format!(
-                "{case}: {} is not a step of {}",
-                step.name(),
-                got.name()
-            ));
-        }
+        failures.extend(crate::test_support::phase_row_failures(
+            case,
+            expected.name(),
+            got.name(),
+            step.name(),
+            steps_of(got),
+        ));
     }
-    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
-    let covered: BTreeSet<&str> = rows.iter().map(|row| row.3.name()).collect();
-    let all: BTreeSet<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
-    assert_eq!(covered, all, "a row for every phase");
+    crate::test_support::assert_phase_table(
+        &failures,
+        rows.iter().map(|row| row.3.name()),
+        Phase::ALL.iter().map(|p| p.name()),
+    );
 }
 
 #[test]

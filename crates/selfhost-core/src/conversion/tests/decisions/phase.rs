@@ -182,22 +182,20 @@ fn each_node_is_in_the_phase_its_decision_handles() {
     let mut failures = Vec::new();
     for (case, direction, mode, obs, expected) in &rows {
         let got = phase(*direction, mode, obs);
-        if got != *expected {
-            failures.push(format!("{case}: expected {expected:?}, got {got:?}"));
-        }
         let step = next_step(*direction, mode, obs);
-        if !steps_of(got).contains(&step.name()) {
-            failures.push(format!(
-                "{case}: {} is not a step of {}",
-                step.name(),
-                got.name()
-            ));
-        }
+        failures.extend(crate::test_support::phase_row_failures(
+            case,
+            expected.name(),
+            got.name(),
+            step.name(),
+            steps_of(got),
+        ));
     }
-    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
-    let covered: BTreeSet<&str> = rows.iter().map(|row| row.4.name()).collect();
-    let all: BTreeSet<&str> = ConvertPhase::ALL.iter().map(|p| p.name()).collect();
-    assert_eq!(covered, all, "a row for every phase");
+    crate::test_support::assert_phase_table(
+        &failures,
+        rows.iter().map(|row| row.4.name()),
+        ConvertPhase::ALL.iter().map(|p| p.name()),
+    );
 }
 
 /// Every step comes from the decision of the phase the node is in, over every combination of
