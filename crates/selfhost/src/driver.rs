@@ -21,7 +21,9 @@ use crate::outcome::ComponentOutcome;
 /// on the object as it was would ask for the same action again.
 pub const READ_OWN_WRITE: Duration = Duration::from_secs(10);
 /// An action decided again this many times in a row after it was carried out means the
-/// cluster does not take it: the change stops rather than loop.
+/// cluster does not take it: the change stops rather than loop. "Again" means the same step on
+/// the same subject: deleting one pod after another (every possible Lease holder on a node, the
+/// old pods of a rollout) is progress, not a repeat.
 pub const MAX_REPEATS: u32 = 5;
 /// After a write answered 409 or 404 (the cluster moved on since the observation), how long
 /// to wait for the watches to show the change before deciding again.
@@ -34,6 +36,16 @@ pub struct StepName {
     pub name: String,
     /// What it does, in words.
     pub description: String,
+    /// The object it acts on where consecutive steps of one name act on different ones (the pod
+    /// it deletes); `None` where the name says it all.
+    pub subject: Option<String>,
+}
+
+impl StepName {
+    /// Whether `other` is this step decided again: the same name and the same subject.
+    fn repeats(&self, other: &StepName) -> bool {
+        self.name == other.name && self.subject == other.subject
+    }
 }
 
 /// What a decision function says to do next.
@@ -150,7 +162,7 @@ pub(crate) async fn drive<C: Change>(
             });
             last_pending = None;
         }
-        let same_as_before = last_step.as_ref().is_some_and(|s| s.name == step.name);
+        let same_as_before = last_step.as_ref().is_some_and(|s| s.repeats(&step));
         last_step = Some(step.clone());
 
         let action = match decision {
@@ -241,4 +253,110 @@ pub(crate) async fn drive<C: Change>(
     };
     events.component_finished(component, &outcome, started);
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    /// A change that decides a scripted list of deletions, then ends done; an action without
+    /// effect ends it failed.
+    struct Scripted {
+        script: VecDeque<&'static str>,
+        acted: Vec<&'static str>,
+    }
+
+    impl Scripted {
+        fn new(pods: &[&'static str]) -> Scripted {
+            Scripted {
+                script: pods.iter().copied().collect(),
+                acted: Vec::new(),
+            }
+        }
+    }
+
+    impl Change for Scripted {
+        type Action = &'static str;
+        type Error = std::convert::Infallible;
+
+        fn component(&self) -> Component {
+            Component::Scheduler
+        }
+
+        async fn decide(&mut self) -> Result<(StepName, Decision<&'static str>), Self::Error> {
+            let Some(pod) = self.script.pop_front() else {
+                let done = ComponentOutcome::Done {
+                    summary: "every pod stopped".to_string(),
+                    handover_gap_seconds: None,
+                    measured: None,
+                };
+                let name = StepName {
+                    name: "done".to_string(),
+                    description: "done".to_string(),
+                    subject: None,
+                };
+                return Ok((name, Decision::End(done)));
+            };
+            let name = StepName {
+                name: "stop-possible-lease-holder".to_string(),
+                description: format!("stop pod {pod}"),
+                subject: Some(pod.to_string()),
+            };
+            Ok((name, Decision::Act(pod)))
+        }
+
+        async fn act(&mut self, pod: &&'static str) -> Result<Acted, Self::Error> {
+            self.acted.push(pod);
+            Ok(Acted::Written {
+                detail: format!("deleted {pod}"),
+            })
+        }
+
+        async fn read_own_write(&mut self, _: &&'static str, _: Instant) {}
+
+        async fn next_change(&mut self, _: Instant) {}
+
+        fn without_effect(
+            &mut self,
+            step: &StepName,
+        ) -> Result<Option<ComponentOutcome>, Self::Error> {
+            Ok(Some(ComponentOutcome::Failed {
+                reason: format!("{} without effect", step.description),
+                state: String::new(),
+                resume: None,
+            }))
+        }
+    }
+
+    async fn run(change: &mut Scripted) -> ComponentOutcome {
+        let cancel = CancellationToken::new();
+        drive(change, DriveMode::Real, &Events::none(), &cancel)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn deleting_one_pod_after_another_is_progress_however_many_there_are() {
+        // Six possible Lease holders: three nodes that share one machine hostname, a real and a
+        // backup pod on each.
+        let pods = [
+            "real-1", "real-2", "real-3", "backup-1", "backup-2", "backup-3",
+        ];
+        let mut change = Scripted::new(&pods);
+        let outcome = run(&mut change).await;
+        assert_eq!(outcome.name(), "done", "{outcome:?}");
+        assert_eq!(change.acted, pods);
+    }
+
+    #[tokio::test]
+    async fn the_same_pod_decided_again_and_again_stops_the_change() {
+        let mut change = Scripted::new(&["real-1"; 10]);
+        let outcome = run(&mut change).await;
+        assert_eq!(outcome.name(), "failed", "{outcome:?}");
+        assert_eq!(change.acted.len(), MAX_REPEATS as usize);
+    }
 }

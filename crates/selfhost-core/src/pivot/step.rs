@@ -366,6 +366,16 @@ impl Step {
         }
     }
 
+    /// The object the step acts on where one step name acts on several in a row: the pod a
+    /// deletion takes away. A loop that counts repeated steps counts per subject.
+    pub fn subject(&self) -> Option<&str> {
+        match self {
+            Step::DeleteOldPod { pod, .. } | Step::StopPossibleLeaseHolder { pod, .. } => Some(pod),
+            Step::DrainBackupNode { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+
     /// The wait, if this step is one.
     pub fn wait(&self) -> Option<&Wait> {
         match self {

@@ -110,6 +110,7 @@ impl Change for PredictedConversion<'_> {
         let name = StepName {
             name: step.name().to_string(),
             description: step.to_string(),
+            subject: None,
         };
         self.decisions += 1;
         if self.decisions > MAX_DECISIONS {

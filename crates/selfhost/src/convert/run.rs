@@ -171,6 +171,7 @@ impl Change for Conversion<'_> {
             let name = StepName {
                 name: step.name().to_string(),
                 description: step.to_string(),
+                subject: None,
             };
             let decision = match step {
                 ConvertStep::Done { summary } => {

@@ -115,6 +115,7 @@ impl Change for Upgrade<'_> {
         let name = StepName {
             name: step.name().to_string(),
             description: step.description(),
+            subject: step.subject().map(str::to_string),
         };
         let decision = match step {
             Step::Done { summary } => Decision::End(ComponentOutcome::Done {
