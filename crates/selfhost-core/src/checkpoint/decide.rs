@@ -45,7 +45,7 @@ pub fn next_step(
     policy: &CheckpointPolicy,
 ) -> CheckpointStep {
     match locate(obs, component, policy) {
-        Located::TakingOver { copy } => CheckpointStep::Retire {
+        Located::Superseded { copy } | Located::TakingOver { copy } => CheckpointStep::Retire {
             revision: copy.revision.clone(),
         },
         Located::Activated { copy, pod } => wait(activated(obs, copy, pod), None),
@@ -78,6 +78,10 @@ pub fn next_step(
                 "the DaemonSet pod serves and its revision {} is kept",
                 pod.revision
             ),
+        },
+        Located::StaticOnNode => CheckpointStep::Nothing {
+            summary: "kubeadm's static pod runs it on this node: its checkpoint is never activated"
+                .to_string(),
         },
         Located::ServedLocally => wait(
             "the API is unreachable, but the component serves on this node: nothing to activate"
@@ -115,6 +119,9 @@ pub fn next_step(
 
 /// A [`CheckpointPhase`], with what its step reads.
 enum Located<'a> {
+    Superseded {
+        copy: &'a ActiveCopy,
+    },
     TakingOver {
         copy: &'a ActiveCopy,
     },
@@ -136,6 +143,7 @@ enum Located<'a> {
     Kept {
         pod: &'a RunningPod,
     },
+    StaticOnNode,
     ServedLocally,
     Unkept,
     InGrace {
@@ -153,12 +161,14 @@ enum Located<'a> {
 impl Located<'_> {
     fn phase(&self) -> CheckpointPhase {
         match self {
+            Located::Superseded { .. } => CheckpointPhase::Superseded,
             Located::TakingOver { .. } => CheckpointPhase::TakingOver,
             Located::Activated { .. } => CheckpointPhase::Activated,
             Located::Unserved { .. } => CheckpointPhase::Unserved,
             Located::Soaking { .. } => CheckpointPhase::Soaking,
             Located::Keeping { .. } => CheckpointPhase::Keeping,
             Located::Kept { .. } => CheckpointPhase::Kept,
+            Located::StaticOnNode => CheckpointPhase::StaticOnNode,
             Located::ServedLocally => CheckpointPhase::ServedLocally,
             Located::Unkept => CheckpointPhase::Unkept,
             Located::InGrace { .. } => CheckpointPhase::InGrace,
@@ -168,7 +178,8 @@ impl Located<'_> {
     }
 }
 
-/// Where `component` stands: first whether a copy is active, then whether the API answers.
+/// Where `component` stands: first whether a copy is active, then whether kubeadm's static
+/// pod runs it, then whether the API answers.
 fn locate<'a>(
     obs: &'a NodeCheckpoints,
     component: Component,
@@ -177,6 +188,9 @@ fn locate<'a>(
     let on = obs.component(component);
     let pod = on.daemonset_pod.as_ref();
     if let Some(copy) = &on.active {
+        if on.static_manifest {
+            return Located::Superseded { copy };
+        }
         // Only a DaemonSet pod serving by itself, seen through the API, proves the copy is no
         // longer needed; the API alone may be the copy answering.
         return if obs.api == Api::Answers && on.daemonset_pod_serves() {
@@ -184,6 +198,9 @@ fn locate<'a>(
         } else {
             Located::Activated { copy, pod }
         };
+    }
+    if on.static_manifest {
+        return Located::StaticOnNode;
     }
     match obs.api {
         Api::Answers => api_answers(on, obs.now, policy),

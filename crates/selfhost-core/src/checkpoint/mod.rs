@@ -25,8 +25,11 @@
 //! | phase | what is true on the node | step |
 //! |---|---|---|
 //! | a copy is active: | | |
+//! | [`Superseded`](CheckpointPhase::Superseded) | kubeadm's static pod of the component is in the manifests directory | [`Retire`](CheckpointStep::Retire) |
 //! | [`TakingOver`](CheckpointPhase::TakingOver) | the API answers and the DaemonSet pod serves | [`Retire`](CheckpointStep::Retire) |
 //! | [`Activated`](CheckpointPhase::Activated) | the API is unreachable, or the DaemonSet pod does not serve | [`Wait`](CheckpointStep::Wait) |
+//! | no copy active: | | |
+//! | [`StaticOnNode`](CheckpointPhase::StaticOnNode) | kubeadm's static pod of the component is in the manifests directory | [`Nothing`](CheckpointStep::Nothing) |
 //! | no copy active, the API answers: | | |
 //! | [`Unserved`](CheckpointPhase::Unserved) | the DaemonSet pod is absent or does not serve | [`Wait`](CheckpointStep::Wait) |
 //! | [`Soaking`](CheckpointPhase::Soaking) | the DaemonSet pod has served for less than the soak | [`Wait`](CheckpointStep::Wait) until the soak ends |
@@ -43,9 +46,11 @@
 //! it serving, and only after the soak, so a version that never served (a failed upgrade) is
 //! never kept; a copy is activated only when the API has been gone for longer than one
 //! restart of the kube-apiserver on the node, so an ordinary restart or an upgrade's hand-over
-//! never activates one; and a copy is retired only once the DaemonSet pod serves, so the node
-//! is never left with neither.
+//! never activates one; a copy is retired only once the DaemonSet pod serves, so the node
+//! is never left with neither; and a component that kubeadm's static pod runs again (after a
+//! conversion back) is never started twice from an old checkpoint.
 
+mod checkpointer_pod;
 mod decide;
 mod observation;
 mod phase;
@@ -54,6 +59,10 @@ mod step;
 #[cfg(test)]
 mod tests;
 
+pub use checkpointer_pod::{
+    CHECKPOINT_DIR, CHECKPOINTER_LABEL, CHECKPOINTER_MANIFEST, CHECKPOINTER_NAME, CheckpointerPod,
+    KUBELET_KUBECONFIG, is_checkpointer,
+};
 pub use decide::{decide, next_step, phase};
 pub use observation::{ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, RunningPod};
 pub use phase::CheckpointPhase;

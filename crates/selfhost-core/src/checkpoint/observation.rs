@@ -50,6 +50,10 @@ pub struct ComponentOnNode {
     /// Whether a process of the component answers on this node (for the kube-apiserver,
     /// `localhost:6443/readyz`), whichever pod it belongs to.
     pub local_process_serving: bool,
+    /// Whether kubeadm's static pod of the component is in the kubelet's manifests directory:
+    /// the component is not self-hosted on this node (a conversion back to static pods wrote
+    /// it, or this node was never converted).
+    pub static_manifest: bool,
 }
 
 /// This node's pod of a self-hosted DaemonSet, as the API shows it.
@@ -95,6 +99,7 @@ static NOTHING: ComponentOnNode = ComponentOnNode {
     checkpoint: None,
     active: None,
     local_process_serving: false,
+    static_manifest: false,
 };
 
 impl NodeCheckpoints {

@@ -14,6 +14,10 @@ use serde::{Serialize, Serializer};
 /// back to keeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CheckpointPhase {
+    /// A copy is active, and kubeadm's static pod of the component is in the manifests
+    /// directory (a conversion back to static pods went on while the copy ran): the static
+    /// pod takes its place, and the copy is retired.
+    Superseded,
     /// A copy is active, the API answers and this node's DaemonSet pod serves: the DaemonSet
     /// pod has taken over, and the copy is retired.
     TakingOver,
@@ -30,6 +34,10 @@ pub enum CheckpointPhase {
     Keeping,
     /// The DaemonSet pod has served for the soak, and the checkpoint is of its revision.
     Kept,
+    /// No copy is active, and kubeadm's static pod of the component is in the manifests
+    /// directory: the component is not self-hosted on this node, and its checkpoint is never
+    /// activated.
+    StaticOnNode,
     /// The API is unreachable, and a process of the component serves on the node (its
     /// DaemonSet pod, still run by the kubelet, or a static pod): activating would only
     /// start a second one.
@@ -49,13 +57,15 @@ pub enum CheckpointPhase {
 
 impl CheckpointPhase {
     /// Every phase, in the order `decide.rs` tells them apart.
-    pub const ALL: [CheckpointPhase; 11] = [
+    pub const ALL: [CheckpointPhase; 13] = [
+        CheckpointPhase::Superseded,
         CheckpointPhase::TakingOver,
         CheckpointPhase::Activated,
         CheckpointPhase::Unserved,
         CheckpointPhase::Soaking,
         CheckpointPhase::Keeping,
         CheckpointPhase::Kept,
+        CheckpointPhase::StaticOnNode,
         CheckpointPhase::ServedLocally,
         CheckpointPhase::Unkept,
         CheckpointPhase::InGrace,
@@ -66,12 +76,14 @@ impl CheckpointPhase {
     /// A stable kebab-case name, for events and reports.
     pub fn name(self) -> &'static str {
         match self {
+            CheckpointPhase::Superseded => "superseded",
             CheckpointPhase::TakingOver => "taking-over",
             CheckpointPhase::Activated => "activated",
             CheckpointPhase::Unserved => "unserved",
             CheckpointPhase::Soaking => "soaking",
             CheckpointPhase::Keeping => "keeping",
             CheckpointPhase::Kept => "kept",
+            CheckpointPhase::StaticOnNode => "static-on-node",
             CheckpointPhase::ServedLocally => "served-locally",
             CheckpointPhase::Unkept => "unkept",
             CheckpointPhase::InGrace => "in-grace",
@@ -83,12 +95,14 @@ impl CheckpointPhase {
     /// A few words an operator reads: what the checkpointer is doing for the component.
     pub fn describe(self) -> &'static str {
         match self {
+            CheckpointPhase::Superseded => "kubeadm's static pod is back: retiring the copy",
             CheckpointPhase::TakingOver => "the DaemonSet pod serves again: retiring the copy",
             CheckpointPhase::Activated => "the checkpoint runs as a static pod",
             CheckpointPhase::Unserved => "no serving DaemonSet pod to keep",
             CheckpointPhase::Soaking => "the DaemonSet pod serves: soaking before keeping it",
             CheckpointPhase::Keeping => "keeping a checkpoint of the DaemonSet pod",
             CheckpointPhase::Kept => "the DaemonSet pod serves and is kept",
+            CheckpointPhase::StaticOnNode => "kubeadm's static pod runs it here",
             CheckpointPhase::ServedLocally => "the API is unreachable; the component serves here",
             CheckpointPhase::Unkept => "the API is unreachable and nothing is kept",
             CheckpointPhase::InGrace => "the API is unreachable: waiting out a restart",

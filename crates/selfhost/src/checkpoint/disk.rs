@@ -85,6 +85,29 @@ impl NodeDisk {
         })
     }
 
+    /// Whether kubeadm's static pod manifest of `component` is in the manifests directory.
+    pub fn has_kubeadm_manifest(&self, component: Component) -> bool {
+        self.manifests_dir
+            .join(component.manifest_file_name())
+            .is_file()
+    }
+
+    /// Removes every active copy and every checkpoint: the node no longer runs a self-hosted
+    /// control plane, and an old checkpoint must never start beside its static pods.
+    pub fn forget_everything(&self) -> Result<(), FilesError> {
+        for component in Component::ALL {
+            self.retire(component)?;
+        }
+        match std::fs::remove_dir_all(&self.checkpoint_dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(FilesError::Write {
+                path: self.checkpoint_dir.clone(),
+                source,
+            }),
+        }
+    }
+
     /// Whether a checkpoint of every component is stored.
     pub fn keeps_every_component(&self) -> bool {
         Component::ALL

@@ -147,6 +147,7 @@ pub async fn run(
                     checkpoint: disk.checkpoint(component),
                     active,
                     local_process_serving: false,
+                    static_manifest: disk.has_kubeadm_manifest(component),
                 },
             );
         }

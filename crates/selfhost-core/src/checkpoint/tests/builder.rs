@@ -101,6 +101,12 @@ impl Node {
         self
     }
 
+    /// kubeadm's static pod of `c` is in the manifests directory.
+    pub(super) fn kubeadm_static(mut self, c: Component) -> Node {
+        self.on(c).static_manifest = true;
+        self
+    }
+
     /// The observation.
     pub(super) fn build(self) -> NodeCheckpoints {
         self.0

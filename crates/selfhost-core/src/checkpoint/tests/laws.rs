@@ -51,13 +51,17 @@ fn component_on_node() -> impl Strategy<Value = ComponentOnNode> {
         proptest::option::weighted(0.7, checkpoint),
         proptest::option::weighted(0.3, active),
         any::<bool>(),
+        proptest::bool::weighted(0.2),
     )
         .prop_map(
-            |(daemonset_pod, checkpoint, active, local_process_serving)| ComponentOnNode {
-                daemonset_pod,
-                checkpoint,
-                active,
-                local_process_serving,
+            |(daemonset_pod, checkpoint, active, local_process_serving, static_manifest)| {
+                ComponentOnNode {
+                    daemonset_pod,
+                    checkpoint,
+                    active,
+                    local_process_serving,
+                    static_manifest,
+                }
             },
         )
 }
@@ -118,6 +122,7 @@ proptest! {
                 let gone_for = obs.api_unreachable_for().expect("the API is unreachable");
                 prop_assert!(gone_for >= policy.api_grace);
                 prop_assert!(!on.local_process_serving);
+                prop_assert!(!on.static_manifest);
                 prop_assert!(on.active.is_none());
                 prop_assert_eq!(
                     Some(revision),
@@ -131,12 +136,17 @@ proptest! {
     }
 
     #[test]
-    fn never_retires_unless_the_daemonset_pod_serves(obs in node(), policy in policy()) {
+    fn never_retires_unless_the_daemonset_pod_or_kubeadms_static_pod_takes_over(
+        obs in node(),
+        policy in policy(),
+    ) {
         for (component, step) in decide(&obs, &policy) {
             if let CheckpointStep::Retire { revision } = &step {
                 let on = obs.component(component);
-                prop_assert_eq!(obs.api, Api::Answers);
-                prop_assert!(on.daemonset_pod_serves());
+                if !on.static_manifest {
+                    prop_assert_eq!(obs.api, Api::Answers);
+                    prop_assert!(on.daemonset_pod_serves());
+                }
                 prop_assert_eq!(Some(revision), on.active.as_ref().map(|a| &a.revision));
             }
         }

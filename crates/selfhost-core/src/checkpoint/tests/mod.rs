@@ -54,9 +54,9 @@ impl Row {
 /// The one step each phase gives.
 fn step_of(phase: CheckpointPhase) -> &'static str {
     match phase {
-        CheckpointPhase::TakingOver => "retire",
+        CheckpointPhase::TakingOver | CheckpointPhase::Superseded => "retire",
         CheckpointPhase::Keeping => "keep",
-        CheckpointPhase::Kept => "nothing",
+        CheckpointPhase::Kept | CheckpointPhase::StaticOnNode => "nothing",
         CheckpointPhase::Orphaned => "activate",
         CheckpointPhase::Activated
         | CheckpointPhase::Unserved

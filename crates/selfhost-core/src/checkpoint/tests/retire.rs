@@ -3,7 +3,7 @@
 
 use super::builder::node_at;
 use super::{check, row};
-use crate::checkpoint::CheckpointPhase::{Activated, TakingOver};
+use crate::checkpoint::CheckpointPhase::{Activated, StaticOnNode, Superseded, TakingOver};
 use crate::component::Component::{ApiServer, ControllerManager, Scheduler};
 
 #[test]
@@ -96,6 +96,45 @@ fn a_copy_stays_while_the_daemonset_pod_does_not_serve() {
             ControllerManager,
             Activated,
             &["revision rev-b", "does not serve yet"],
+        ),
+    ]);
+}
+
+#[test]
+fn a_component_kubeadms_static_pod_runs_again_is_never_started_from_its_checkpoint() {
+    check(vec![
+        row(
+            "converted back to static pods while its copy ran: the static pod takes its place",
+            node_at(300)
+                .api_down_since(200)
+                .active(ApiServer, "rev-a", true)
+                .kept(ApiServer, "rev-a")
+                .kubeadm_static(ApiServer)
+                .build(),
+            ApiServer,
+            Superseded,
+            &["retire", "rev-a"],
+        ),
+        row(
+            "the API is gone long past the grace, a checkpoint is stored: never activated",
+            node_at(300)
+                .api_down_since(200)
+                .kept(Scheduler, "rev-a")
+                .kubeadm_static(Scheduler)
+                .build(),
+            Scheduler,
+            StaticOnNode,
+            &["never activated"],
+        ),
+        row(
+            "the API answers and a leftover DaemonSet pod serves: nothing is kept",
+            node_at(300)
+                .serving(ControllerManager, "rev-a", 100)
+                .kubeadm_static(ControllerManager)
+                .build(),
+            ControllerManager,
+            StaticOnNode,
+            &["kubeadm"],
         ),
     ]);
 }
