@@ -12,6 +12,7 @@ pub mod control_plane;
 pub mod conversion;
 pub mod daemonset;
 pub mod disruption;
+pub mod etcd;
 pub mod live_target;
 pub mod observation;
 pub mod pivot;
