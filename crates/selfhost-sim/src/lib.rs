@@ -14,6 +14,7 @@ pub mod controllers;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
+pub mod etcd;
 pub mod faults;
 pub mod gc;
 pub mod kubeconfig;

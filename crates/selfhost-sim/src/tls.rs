@@ -69,7 +69,7 @@ impl TlsIdentity {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        ca_params.distinguished_name = name("selfhost-sim-ca");
+        ca_params.distinguished_name = distinguished_name("selfhost-sim-ca");
         let ca_cert = ca_params.self_signed(&ca_key)?;
 
         let mut names = vec![
@@ -90,7 +90,7 @@ impl TlsIdentity {
         }
         let server_key = KeyPair::generate()?;
         let mut server_params = CertificateParams::new(names)?;
-        server_params.distinguished_name = name("kube-apiserver");
+        server_params.distinguished_name = distinguished_name("kube-apiserver");
         server_params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
@@ -129,7 +129,8 @@ impl TlsIdentity {
     }
 }
 
-fn name(common_name: &str) -> DistinguishedName {
+/// A distinguished name holding only a common name.
+pub(crate) fn distinguished_name(common_name: &str) -> DistinguishedName {
     let mut name = DistinguishedName::new();
     name.push(DnType::CommonName, common_name);
     name

@@ -122,6 +122,9 @@ pub enum ClusterError {
     /// No node has that name.
     #[error("no node named {0:?}")]
     UnknownNode(String),
+    /// The simulated etcd could not start.
+    #[error(transparent)]
+    Etcd(#[from] crate::etcd::EtcdError),
 }
 
 /// A running simulated cluster. Dropping it stops everything; [`SimCluster::shutdown`]
@@ -141,6 +144,7 @@ pub struct SimCluster {
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
     front_end: Option<Arc<ApiFrontEnd>>,
+    etcd: crate::etcd::SimEtcd,
 }
 
 impl std::fmt::Debug for SimCluster {
@@ -235,6 +239,12 @@ impl SimCluster {
     /// The store (the cluster's etcd).
     pub fn store(&self) -> &Store {
         self.server.store()
+    }
+
+    /// The store as etcd serves it to clients with no API server (see [`crate::etcd`]): its
+    /// endpoint and client certificate files. It answers while every node is down.
+    pub fn etcd(&self) -> &crate::etcd::SimEtcd {
+        &self.etcd
     }
 
     /// The availability recorder.

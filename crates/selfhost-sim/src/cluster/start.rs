@@ -330,7 +330,9 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     };
     tasks.spawn(identity.run(shutdown.clone()));
 
+    let etcd = crate::etcd::SimEtcd::start(server.store().clone()).await?;
     let cluster = SimCluster {
+        etcd,
         server,
         nodes: specs,
         manifests,
