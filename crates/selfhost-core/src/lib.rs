@@ -18,6 +18,7 @@ pub mod observation;
 pub mod pivot;
 pub mod preflight;
 pub mod prepull;
+pub mod recover;
 pub mod render;
 pub mod report;
 pub mod rollout;
