@@ -8,6 +8,7 @@ use crate::convert::ConvertError;
 use crate::manifests::ManifestsError;
 use crate::plan::PlanError;
 use crate::prepull::PrepullError;
+use crate::recover::RecoverError;
 use crate::upgrade::ExecuteError;
 
 /// What kind of failure an [`Error`] is, for the exit code and the words around the message.
@@ -55,6 +56,9 @@ pub enum Error {
     /// Manifests could not be rendered.
     #[error(transparent)]
     Manifests(Box<ManifestsError>),
+    /// A recovery refused, or stopped after writing.
+    #[error(transparent)]
+    Recover(Box<RecoverError>),
 }
 
 impl Error {
@@ -72,6 +76,9 @@ impl Error {
                 ErrorKind::NotRestored
             }
             Error::Upgrade(_) | Error::ConversionStopped(_) => ErrorKind::NotRestored,
+            Error::Recover(e) if e.is_bad_input() => ErrorKind::BadInput,
+            Error::Recover(e) if e.changed_the_node() => ErrorKind::NotRestored,
+            Error::Recover(_) => ErrorKind::Refused,
             Error::Plan(_) | Error::Prepull(_) => ErrorKind::Failed,
         }
     }
@@ -97,4 +104,5 @@ caused_by! {
     ConvertError => Convert,
     PrepullError => Prepull,
     ManifestsError => Manifests,
+    RecoverError => Recover,
 }

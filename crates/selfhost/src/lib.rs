@@ -38,6 +38,7 @@ mod plan;
 mod prepull;
 mod reconnect;
 mod recording;
+mod recover;
 mod retry;
 mod status;
 mod stopped;
@@ -68,6 +69,10 @@ pub use plan::{ComponentPlan, PLAN_SCHEMA, Plan, PlanError, PlanRequest, Running
 pub use prepull::{
     PrepullError, PrepullOptions, PrepullProgress, images_to_prepull, prepull,
     record as record_prepull, skip as skip_prepull,
+};
+pub use recover::{
+    DEFAULT_RECOVER_TIMEOUT, EtcdAccess, RecoverError, RecoverReport, RecoverRequest,
+    RecoveredComponent, RecoveredFile,
 };
 pub use retry::{RetryPolicy, with_retries};
 pub use status::{ComponentStatus, ControlPlaneStatus};
@@ -130,6 +135,23 @@ pub async fn checkpoint(
     let clients = client::connect(args).await?;
     checkpoint::run(&clients, options, cancel, report).await;
     Ok(())
+}
+
+/// Brings back a self-hosted control plane that is gone with no checkpoint, on the node it runs
+/// on (see `docs/design.md`, "Recovery"): reads the self-hosted DaemonSets and what their
+/// templates mount from etcd, writes them as the checkpointer's active copies with their files,
+/// and waits until the API at the kubeconfig's address serves. `say` hears each step.
+///
+/// # Errors
+/// A refusal before anything is written ([`ErrorKind::Refused`], or [`ErrorKind::BadInput`]
+/// for a flag or file), or a failure after ([`ErrorKind::NotRestored`]).
+pub async fn recover(
+    args: &ClientArgs,
+    request: &RecoverRequest,
+    say: &mut (dyn FnMut(String) + Send),
+) -> Result<RecoverReport, Error> {
+    let clients = client::connect(args).await?;
+    Ok(recover::run(&clients, request, say).await?)
 }
 
 /// A run as reports show it: the engine's events, what it measured, and a recording of the

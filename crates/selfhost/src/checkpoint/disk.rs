@@ -173,6 +173,30 @@ impl NodeDisk {
         )
     }
 
+    /// Writes `pod`, the static form of `component`'s template, as its active copy: named and
+    /// marked as [`Self::activate`] marks a checkpoint's, so that the checkpointer, once it
+    /// runs, retires it when the DaemonSet pod serves. For `selfhost recover`, which has no
+    /// checkpoint to activate. Returns the copy's path.
+    pub fn write_active(
+        &self,
+        component: Component,
+        pod: &Pod,
+        revision: &str,
+        now: Timestamp,
+    ) -> Result<PathBuf, FilesError> {
+        let mut pod = pod.clone();
+        pod.metadata.name = Some(format!("selfhost-checkpoint-{}", component.name()));
+        let annotations = pod
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        annotations.insert(REVISION_ANNOTATION.into(), revision.to_string());
+        annotations.insert(ACTIVATED_ANNOTATION.into(), now.to_string());
+        let path = self.active_path(component);
+        write_whole(&path, &self.manifests_dir, &yaml(&pod)?, 0o600)?;
+        Ok(path)
+    }
+
     /// Removes the active copy of `component`; the kubelet stops it.
     pub fn retire(&self, component: Component) -> Result<(), FilesError> {
         let path = self.active_path(component);
