@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use selfhost::KUBELET_KUBECONFIG;
 
 /// Upgrade a self-hosted Kubernetes control plane with no API downtime.
 #[derive(Debug, Parser)]
@@ -94,6 +95,23 @@ pub struct ManifestsArgs {
     pub certs_in_secrets: bool,
 }
 
+/// The checkpointer's static pod: its image and the kubeconfig it reads on the node.
+#[derive(Debug, Args)]
+pub struct CheckpointerArgs {
+    /// The image of the checkpointer (it runs `selfhost checkpoint`; any image with the
+    /// `selfhost` binary on its PATH).
+    #[arg(long, value_name = "IMAGE", default_value = DEFAULT_CHECKPOINTER_IMAGE)]
+    pub checkpointer_image: String,
+    /// The kubeconfig the checkpointer reaches the API with, on the node (the kubelet's: the
+    /// node authorizer lets it read this node's pods and the Secrets they mount).
+    #[arg(long, value_name = "PATH", default_value = KUBELET_KUBECONFIG)]
+    pub checkpointer_kubeconfig: String,
+}
+
+/// Where the checkpointer's image is published, tagged with this release.
+pub const DEFAULT_CHECKPOINTER_IMAGE: &str =
+    concat!("ghcr.io/selfhost-dev/selfhost:v", env!("CARGO_PKG_VERSION"));
+
 /// Arguments of `selfhost demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -135,12 +153,52 @@ pub enum DemoScenario {
     PowerCycle,
 }
 
-/// Arguments of `selfhost checkpoint`.
+/// Arguments of `selfhost checkpoint`: the agent, or one of its subcommands.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CheckpointArgs {
-    /// The node this agent runs on.
+    /// Instead of running the agent.
+    #[command(subcommand)]
+    pub action: Option<CheckpointAction>,
+    /// The agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// What `selfhost checkpoint` does instead of running the agent.
+#[derive(Debug, Subcommand)]
+pub enum CheckpointAction {
+    /// Install the checkpointer on this node (a self-hosted node converted without it): write
+    /// its static pod and wait until the kubelet runs it.
+    Install(CheckpointInstallArgs),
+}
+
+/// Arguments of `selfhost checkpoint install`.
+#[derive(Debug, Args)]
+pub struct CheckpointInstallArgs {
+    /// This node's name in the cluster.
     #[arg(long)]
     pub node: String,
+    /// The kubelet's static pod directory on this node.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_MANIFESTS_DIR)]
+    pub manifests_dir: PathBuf,
+    /// Its image and kubeconfig.
+    #[command(flatten)]
+    pub checkpointer: CheckpointerArgs,
+    /// Say what would be written, and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How long the kubelet may take to start it (an image pull included).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = period)]
+    pub timeout: Duration,
+}
+
+/// The agent's options.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The node this agent runs on (required to run the agent).
+    #[arg(long)]
+    pub node: Option<String>,
     /// The kubelet's static pod directory (kubeadm: /etc/kubernetes/manifests).
     #[arg(long, default_value = "/etc/kubernetes/manifests")]
     pub manifests_dir: PathBuf,
@@ -288,6 +346,13 @@ pub struct ToSelfHostedArgs {
     /// Secrets and mount them from there instead of from the host.
     #[arg(long)]
     pub certs_in_secrets: bool,
+    /// Where the checkpointer comes from, once the node is converted.
+    #[command(flatten)]
+    pub checkpointer: CheckpointerArgs,
+    /// Do not install the checkpointer: the node's control plane then does not come back
+    /// by itself after a power cut of every control-plane node.
+    #[arg(long)]
+    pub no_checkpointer: bool,
 }
 
 /// What both conversions take.

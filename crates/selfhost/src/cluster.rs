@@ -4,7 +4,13 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::ListParams;
 use selfhost_core::Component;
+use selfhost_core::checkpoint::CHECKPOINTER_LABEL;
+use selfhost_core::component::NAMESPACE;
+use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
 use selfhost_core::prepull::PrepullOutcome;
 use tokio_util::sync::CancellationToken;
 
@@ -18,7 +24,7 @@ use crate::permission::{Permission, UPGRADER, VIEWER};
 use crate::plan::{Plan, PlanRequest, make_plan};
 use crate::prepull::{PrepullOptions, PrepullProgress, images_to_prepull, prepull, record};
 use crate::retry::RetryPolicy;
-use crate::status::{ControlPlaneStatus, component_status};
+use crate::status::{ControlPlaneStatus, NodeCheckpointer, checkpointers, component_status};
 use crate::target::Targets;
 use crate::upgrade::{ApplyOptions, RunReport, apply};
 
@@ -158,7 +164,32 @@ impl Cluster {
             server: self.clients.server.clone(),
             api: self.observer.api_health(Duration::ZERO).await,
             components,
+            checkpointers: self.checkpointers().await,
         }
+    }
+
+    /// Each control-plane node's checkpointer; empty when the nodes or pods cannot be listed
+    /// (status shows what it can).
+    async fn checkpointers(&self) -> Vec<NodeCheckpointer> {
+        let nodes: Api<Node> = Api::all(self.clients.api.clone());
+        let control_planes = ListParams::default().labels(CONTROL_PLANE_NODE_LABEL);
+        let pods: Api<Pod> = Api::namespaced(self.clients.api.clone(), NAMESPACE);
+        let labelled = ListParams::default().labels(&format!(
+            "{}={}",
+            CHECKPOINTER_LABEL.0, CHECKPOINTER_LABEL.1
+        ));
+        let (Ok(nodes), Ok(pods)) = (
+            nodes.list(&control_planes).await,
+            pods.list(&labelled).await,
+        ) else {
+            return Vec::new();
+        };
+        let names: Vec<String> = nodes
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect();
+        checkpointers(&names, &pods.items)
     }
 
     /// The plan for `request`, and the target templates `apply` is to act on.

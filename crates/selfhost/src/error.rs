@@ -5,6 +5,7 @@ use crate::client::ClientError;
 use crate::config_file::ConfigFileError;
 use crate::connect::ConnectError;
 use crate::convert::ConvertError;
+use crate::convert::files::FilesError;
 use crate::manifests::ManifestsError;
 use crate::plan::PlanError;
 use crate::prepull::PrepullError;
@@ -59,6 +60,9 @@ pub enum Error {
     /// A recovery refused, or stopped after writing.
     #[error(transparent)]
     Recover(Box<RecoverError>),
+    /// The checkpointer's files on the node could not be written or removed.
+    #[error(transparent)]
+    Checkpointer(Box<FilesError>),
 }
 
 impl Error {
@@ -79,7 +83,10 @@ impl Error {
             Error::Recover(e) if e.is_bad_input() => ErrorKind::BadInput,
             Error::Recover(e) if e.changed_the_node() => ErrorKind::NotRestored,
             Error::Recover(_) => ErrorKind::Refused,
-            Error::Plan(_) | Error::Prepull(_) => ErrorKind::Failed,
+            Error::Checkpointer(e) if matches!(**e, FilesError::NoManifestsDir { .. }) => {
+                ErrorKind::BadInput
+            }
+            Error::Plan(_) | Error::Prepull(_) | Error::Checkpointer(_) => ErrorKind::Failed,
         }
     }
 }
@@ -105,4 +112,5 @@ caused_by! {
     PrepullError => Prepull,
     ManifestsError => Manifests,
     RecoverError => Recover,
+    FilesError => Checkpointer,
 }

@@ -46,6 +46,10 @@ mod target;
 mod upgrade;
 
 pub use api_call::{ApiCallError, FailureKind};
+pub use checkpoint::install::{
+    CheckpointerInstall, CheckpointerOutcome,
+    DEFAULT_START_PATIENCE as DEFAULT_CHECKPOINTER_PATIENCE,
+};
 pub use checkpoint::{CheckpointError, CheckpointOptions, CheckpointRound, NodeDisk};
 pub use client::{ClientArgs, ClientError, Clients, KubeconfigSource, RequestCount, connect_with};
 pub use cluster::{Cluster, Command};
@@ -75,13 +79,15 @@ pub use recover::{
     RecoveredComponent, RecoveredFile,
 };
 pub use retry::{RetryPolicy, with_retries};
-pub use status::{ComponentStatus, ControlPlaneStatus};
+pub use status::{CheckpointerState, ComponentStatus, ControlPlaneStatus, NodeCheckpointer};
 pub use target::{TargetError, Targets, TemplateSource};
 pub use upgrade::{ApplyOptions, RunOutcome, RunReport, apply};
 pub use upgrade::{ExecuteError, ExecuteOptions};
 
 /// The domain's words from `selfhost-core` that the front door speaks in.
-pub use selfhost_core::checkpoint::{CheckpointPolicy, CheckpointStep};
+pub use selfhost_core::checkpoint::{
+    CHECKPOINTER_MANIFEST, CheckpointPolicy, CheckpointStep, CheckpointerPod, KUBELET_KUBECONFIG,
+};
 pub use selfhost_core::component::NAMESPACE;
 pub use selfhost_core::config::ClusterConfig;
 pub use selfhost_core::conversion::decide::Direction;
@@ -135,6 +141,28 @@ pub async fn checkpoint(
     let clients = client::connect(args).await?;
     checkpoint::run(&clients, options, cancel, report).await;
     Ok(())
+}
+
+/// Installs the checkpointer on a node converted without it (see `docs/design.md`,
+/// "Checkpoints"): writes its static pod into the node's manifests directory and waits until
+/// the kubelet runs it. With `dry_run`, says what it would write and writes nothing.
+///
+/// # Errors
+/// The kubeconfig cannot be used, the manifests directory is not there, or the manifest
+/// cannot be written.
+pub async fn install_checkpointer(
+    args: &ClientArgs,
+    request: &CheckpointerInstall,
+    dry_run: bool,
+) -> Result<CheckpointerOutcome, Error> {
+    if !request.manifests_dir.is_dir() {
+        return Err(FilesError::NoManifestsDir {
+            path: request.manifests_dir.clone(),
+        }
+        .into());
+    }
+    let clients = client::connect(args).await?;
+    Ok(checkpoint::install::install(&clients.api, request, dry_run).await?)
 }
 
 /// Brings back a self-hosted control plane that is gone with no checkpoint, on the node it runs

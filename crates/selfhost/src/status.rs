@@ -1,10 +1,14 @@
 //! What `status` reports: each component's DaemonSet, what runs on which node, and whether an
 //! upgrade is in progress (a backup DaemonSet exists) and to which version.
 
+use k8s_openapi::api::core::v1::Pod;
 use selfhost_core::Component;
 use selfhost_core::backup::BackupOrigin;
+use selfhost_core::checkpoint::is_checkpointer;
 use selfhost_core::observation::{ApiHealth, Observation};
 use serde::Serialize;
+
+use crate::checkpoint::install::running;
 
 /// The control plane as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -15,6 +19,71 @@ pub struct ControlPlaneStatus {
     pub api: ApiHealth,
     /// One entry per component, in upgrade order.
     pub components: Vec<ComponentStatus>,
+    /// Each control-plane node's checkpointer; empty when the nodes could not be listed.
+    pub checkpointers: Vec<NodeCheckpointer>,
+}
+
+/// A control-plane node's checkpointer, as its mirror pod shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeCheckpointer {
+    /// The node.
+    pub node: String,
+    /// Whether it runs.
+    #[serde(flatten)]
+    pub state: CheckpointerState,
+}
+
+/// Whether a node's checkpointer runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "checkpointer", rename_all = "kebab-case")]
+pub enum CheckpointerState {
+    /// Its container is ready.
+    Running,
+    /// Its mirror pod is there, its container not ready.
+    NotRunning {
+        /// What the pod shows.
+        why: String,
+    },
+    /// The node has none: a power cut of every control-plane node leaves the control plane
+    /// down (`selfhost checkpoint install` on the node).
+    None,
+}
+
+impl std::fmt::Display for CheckpointerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckpointerState::Running => write!(f, "running"),
+            CheckpointerState::NotRunning { why } => write!(f, "NOT running: {why}"),
+            CheckpointerState::None => write!(
+                f,
+                "none: a power cut of every control-plane node leaves the control plane down \
+                 (run `selfhost checkpoint install` on the node)"
+            ),
+        }
+    }
+}
+
+/// Each control-plane node's checkpointer, from the control-plane nodes' names and the
+/// checkpointers' mirror pods.
+pub fn checkpointers(nodes: &[String], mirror_pods: &[Pod]) -> Vec<NodeCheckpointer> {
+    nodes
+        .iter()
+        .map(|node| {
+            let pod = mirror_pods.iter().find(|p| {
+                is_checkpointer(p)
+                    && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
+            });
+            let state = match pod.map(running) {
+                Some(Ok(())) => CheckpointerState::Running,
+                Some(Err(why)) => CheckpointerState::NotRunning { why },
+                None => CheckpointerState::None,
+            };
+            NodeCheckpointer {
+                node: node.clone(),
+                state,
+            }
+        })
+        .collect()
 }
 
 /// One component's status.
@@ -87,5 +156,72 @@ pub fn component_status(obs: &Observation) -> ComponentStatus {
             .backup
             .as_ref()
             .is_some_and(selfhost_core::pivot::runs_as_record_only),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateWaiting, ContainerStatus};
+    use selfhost_core::checkpoint::CheckpointerPod;
+
+    use super::*;
+
+    fn mirror(node: &str, ready: bool, waiting: Option<&str>) -> Pod {
+        let mut pod = CheckpointerPod {
+            image: "selfhost".into(),
+            node: node.into(),
+            manifests_dir: "/etc/kubernetes/manifests".into(),
+            kubeconfig: "/etc/kubernetes/kubelet.conf".into(),
+        }
+        .render();
+        pod.metadata.name = Some(format!("selfhost-checkpointer-{node}"));
+        pod.spec.as_mut().unwrap().node_name = Some(node.into());
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            container_statuses: Some(vec![ContainerStatus {
+                name: "checkpointer".into(),
+                ready,
+                state: waiting.map(|reason| ContainerState {
+                    waiting: Some(ContainerStateWaiting {
+                        reason: Some(reason.into()),
+                        message: None,
+                    }),
+                    ..ContainerState::default()
+                }),
+                ..ContainerStatus::default()
+            }]),
+            ..Default::default()
+        });
+        pod
+    }
+
+    #[test]
+    fn each_control_plane_node_shows_whether_its_checkpointer_runs() {
+        let nodes = ["cp-1", "cp-2", "cp-3"].map(String::from);
+        let pods = [
+            mirror("cp-1", true, None),
+            mirror("cp-2", false, Some("ImagePullBackOff")),
+            mirror("worker-1", true, None),
+        ];
+        let shown: Vec<String> = checkpointers(&nodes, &pods)
+            .iter()
+            .map(|c| format!("{}: {}", c.node, c.state))
+            .collect();
+        assert_eq!(shown[0], "cp-1: running");
+        assert_eq!(
+            shown[1],
+            "cp-2: NOT running: its container waits: ImagePullBackOff"
+        );
+        assert!(
+            shown[2].starts_with("cp-3: none: a power cut"),
+            "{}",
+            shown[2]
+        );
+        assert!(
+            shown[2].contains("selfhost checkpoint install"),
+            "{}",
+            shown[2]
+        );
     }
 }

@@ -1,17 +1,92 @@
 //! `selfhost checkpoint`: the node agent that keeps this node's control-plane pods on disk and
 //! starts them without the API after a reboot or a power cut. It runs until SIGINT or
-//! SIGTERM, and says on stderr what it does.
+//! SIGTERM, and says on stderr what it does. `selfhost checkpoint install` installs it on a
+//! node as the static pod the kubelet runs.
 
-use selfhost::{CheckpointOptions, CheckpointPolicy, CheckpointRound, checkpoint};
+use std::path::Path;
+
+use selfhost::{
+    CheckpointOptions, CheckpointPolicy, CheckpointRound, CheckpointerInstall, CheckpointerPod,
+    checkpoint, install_checkpointer,
+};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{CheckpointArgs, GlobalArgs};
+use crate::args::{
+    AgentArgs, CheckpointAction, CheckpointArgs, CheckpointInstallArgs, CheckpointerArgs,
+    GlobalArgs, OutputFormat,
+};
 use crate::exit::{CliError, Outcome};
+use crate::ui;
+
+/// The checkpointer for `node`, written into `manifests_dir` (the host's own path: the tool
+/// runs on the node), started within the default patience.
+pub fn install_request(
+    node: &str,
+    manifests_dir: &Path,
+    args: &CheckpointerArgs,
+) -> CheckpointerInstall {
+    CheckpointerInstall {
+        pod: CheckpointerPod {
+            image: args.checkpointer_image.clone(),
+            node: node.to_string(),
+            manifests_dir: manifests_dir.display().to_string(),
+            kubeconfig: args.checkpointer_kubeconfig.clone(),
+        },
+        manifests_dir: manifests_dir.to_path_buf(),
+        patience: selfhost::DEFAULT_CHECKPOINTER_PATIENCE,
+    }
+}
+
+/// Runs `selfhost checkpoint`: the agent, or what its subcommand asks.
+pub async fn run(global: &GlobalArgs, args: &CheckpointArgs) -> Result<Outcome, CliError> {
+    match &args.action {
+        Some(CheckpointAction::Install(install)) => run_install(global, install).await,
+        None => run_agent(global, &args.agent).await,
+    }
+}
+
+/// `selfhost checkpoint install`.
+async fn run_install(
+    global: &GlobalArgs,
+    args: &CheckpointInstallArgs,
+) -> Result<Outcome, CliError> {
+    let mut request = install_request(&args.node, &args.manifests_dir, &args.checkpointer);
+    request.patience = args.timeout;
+    let outcome =
+        install_checkpointer(&super::cluster::client_args(global), &request, args.dry_run).await?;
+    let message = format!("node {}: {outcome}", args.node);
+    let json = global.output == OutputFormat::Json;
+    if json {
+        ui::json_line(&serde_json::json!({
+            "event": "result",
+            "outcome": if outcome.succeeded() { "done" } else { "not-restored" },
+            "message": message,
+            "checkpointer": outcome,
+        }))?;
+    }
+    if outcome.succeeded() {
+        super::conclude(Outcome::Done, message, json)
+    } else {
+        super::conclude(
+            Outcome::NotRestored,
+            format!(
+                "{message}; the manifest stays, and the kubelet starts it once it can (check the \
+                 image with --checkpointer-image, or remove the manifest)"
+            ),
+            json,
+        )
+    }
+}
 
 /// Runs the agent until stopped.
-pub async fn run(global: &GlobalArgs, args: &CheckpointArgs) -> Result<Outcome, CliError> {
+async fn run_agent(global: &GlobalArgs, args: &AgentArgs) -> Result<Outcome, CliError> {
+    let node = args.node.clone().ok_or_else(|| {
+        CliError::bad_input(anyhow::anyhow!(
+            "selfhost checkpoint needs --node NAME: the node this agent runs on"
+        ))
+    })?;
     let options = CheckpointOptions {
-        node: args.node.clone(),
+        node: node.clone(),
         checkpoint_dir: args.checkpoint_dir.clone(),
         manifests_dir: args.manifests_dir.clone(),
         host_root: args.host_root.clone(),
@@ -28,7 +103,6 @@ pub async fn run(global: &GlobalArgs, args: &CheckpointArgs) -> Result<Outcome, 
         stops.next().await;
         stop.cancel();
     });
-    let node = args.node.clone();
     let mut say = move |round: &CheckpointRound| {
         let line = match &round.failed {
             Some(why) => format!(

@@ -162,7 +162,16 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
         ConvertDirection::ToSelfHosted(a) => (Direction::ToSelfHosted, &a.node, a.certs_in_secrets),
         ConvertDirection::ToStatic(a) => (Direction::ToStatic, a, false),
     };
-    let request = request_from(direction, node_args, certs)?;
+    let mut request = request_from(direction, node_args, certs)?;
+    if let ConvertDirection::ToSelfHosted(a) = &args.direction
+        && !a.no_checkpointer
+    {
+        request.checkpointer = Some(super::checkpoint::install_request(
+            &request.node,
+            &request.manifests_dir,
+            &a.checkpointer,
+        ));
+    }
     let json = global.output == OutputFormat::Json;
     let mut node = NodeConversion::connect(&super::cluster::client_args(global), request)
         .await
@@ -183,7 +192,7 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
             error: anyhow!(message),
         });
     }
-    if !plan.has_work() {
+    if !plan.has_work() && !request.checkpointer_pending() {
         let message = format!(
             "node {} is already converted {}; nothing to do",
             plan.node,
@@ -226,7 +235,21 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
         )),
     })?;
     let backup_dir = report.backup_dir.display().to_string();
+    let checkpointer = report.checkpointer.as_ref().map(ToString::to_string);
     let (outcome, name, message) = match report.first_problem() {
+        None if !report.succeeded() => (
+            Outcome::NotRestored,
+            "not-restored",
+            format!(
+                "node {} is converted {}, but {}; once the kubelet can run it: selfhost \
+                 checkpoint install --node {} --manifests-dir {}",
+                request.node,
+                direction_name(direction),
+                checkpointer.clone().unwrap_or_default(),
+                request.node,
+                request.manifests_dir.display()
+            ),
+        ),
         None if request.dry_run => (
             Outcome::Done,
             "done",
@@ -278,6 +301,10 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
             ),
         },
     };
+    let message = match (&checkpointer, report.succeeded()) {
+        (Some(checkpointer), true) => format!("{message}; {checkpointer}"),
+        _ => message,
+    };
     // The run's own figures (apiserver gap, leaderless gap) go with the result.
     let message = match report.figures_summary() {
         Some(figures) => format!("{message}. {figures}"),
@@ -286,7 +313,7 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
     if json {
         ui::json_line(&serde_json::json!({
             "event": "result", "outcome": name, "message": message, "backup_dir": backup_dir,
-            "components": report.figures(),
+            "components": report.figures(), "checkpointer": report.checkpointer,
         }))?;
     }
     super::conclude(outcome, message, json)

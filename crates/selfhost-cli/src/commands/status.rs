@@ -72,6 +72,15 @@ pub async fn run(global: &GlobalArgs, _args: &StatusArgs) -> Result<Outcome, Cli
                 ],
                 &rows,
             ));
+            if !status.checkpointers.is_empty() {
+                let rows: Vec<Vec<String>> = status
+                    .checkpointers
+                    .iter()
+                    .map(|c| vec![c.node.clone(), c.state.to_string()])
+                    .collect();
+                text.push('\n');
+                text.push_str(&ui::table(&["NODE", "CHECKPOINTER"], &rows));
+            }
             text
         }
         format => ui::structured(&status, format)?,

@@ -175,3 +175,119 @@ async fn a_checkpointed_control_plane_comes_back_from_a_power_cut_and_hands_back
     }
     sim.shutdown().await;
 }
+
+/// Runs `selfhost checkpoint install` for cp-1 of `sim` with `args`, off the async runtime.
+async fn install(sim: &SimCluster, args: &[&str]) -> std::process::Output {
+    let manifests = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
+    let mut command = crate::selfhost();
+    command
+        .arg("--kubeconfig")
+        .arg(sim.kubeconfig_path())
+        .args(["checkpoint", "install", "--node", "cp-1", "--manifests-dir"])
+        .arg(manifests)
+        .args(args);
+    tokio::task::spawn_blocking(move || command.output().expect("selfhost runs"))
+        .await
+        .expect("joined")
+}
+
+/// `selfhost status`'s line for cp-1's checkpointer.
+async fn status_line(sim: &SimCluster) -> String {
+    let mut command = crate::selfhost();
+    command
+        .arg("--kubeconfig")
+        .arg(sim.kubeconfig_path())
+        .arg("status");
+    let out = tokio::task::spawn_blocking(move || command.output().expect("selfhost runs"))
+        .await
+        .expect("joined");
+    assert_eq!(out.status.code(), Some(0));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("cp-1 "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoint_install_writes_the_static_pod_and_status_shows_it_running() {
+    const IMAGE: &str = "registry.example/selfhost:test";
+    let sim = crate::one_self_hosted_node().await;
+    let manifests = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
+    let manifest = manifests.join("selfhost-checkpointer.yaml");
+    // What it says goes to stderr; stdout is for `-o json` results.
+    let stderr = |out: &std::process::Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        status_line(&sim).await.contains("none: a power cut"),
+        "status says the node has none"
+    );
+
+    let out = install(&sim, &["--checkpointer-image", IMAGE, "--dry-run"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("would write the checkpointer"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!manifest.exists(), "a dry run writes nothing");
+
+    // An image the registry does not have: the manifest stays, the command says why.
+    let out = install(
+        &sim,
+        &[
+            "--checkpointer-image",
+            "registry.example/missing:v1",
+            "--timeout",
+            "2s",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not run"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("ErrImagePull") || stderr(&out).contains("ImagePullBackOff"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(status_line(&sim).await.contains("NOT running"));
+
+    sim.registry().add_image(IMAGE).expect("a valid image name");
+    let out = install(&sim, &["--checkpointer-image", IMAGE]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the checkpointer runs (wrote"),
+        "{}",
+        stderr(&out)
+    );
+    let written = std::fs::read_to_string(&manifest).expect("written");
+    assert!(
+        written.contains(IMAGE) && written.contains("--node"),
+        "{written}"
+    );
+    assert!(
+        status_line(&sim).await.ends_with("running"),
+        "status shows it running"
+    );
+
+    let out = install(&sim, &["--checkpointer-image", IMAGE]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unchanged"),
+        "a re-run changes nothing: {}",
+        stderr(&out)
+    );
+
+    let missing = manifests.join("not-here");
+    let mut command = crate::selfhost();
+    command
+        .arg("--kubeconfig")
+        .arg(sim.kubeconfig_path())
+        .args(["checkpoint", "install", "--node", "cp-1", "--manifests-dir"])
+        .arg(&missing);
+    let out = tokio::task::spawn_blocking(move || command.output().expect("runs"))
+        .await
+        .expect("joined");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    sim.shutdown().await;
+}

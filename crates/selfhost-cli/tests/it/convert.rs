@@ -24,8 +24,17 @@ async fn static_cluster(port_sharing: bool) -> SimCluster {
         .start()
         .await
         .expect("cluster starts");
+    sim.registry()
+        .add_image(CHECKPOINTER_IMAGE)
+        .expect("a valid image name");
     crate::settled(sim).await
 }
+
+/// The checkpointer's image the conversions to self-hosted install.
+const CHECKPOINTER_IMAGE: &str = "registry.example/selfhost:test";
+
+/// The checkpointer's static pod, once a node is self-hosted.
+const CHECKPOINTER_MANIFEST: &str = "selfhost-checkpointer.yaml";
 
 /// Runs `selfhost convert <direction> --node cp-1 --manifests-dir DIR --yes -o json ARGS`;
 /// kills it with SIGKILL right after it reports the action `step` of `component`, if given.
@@ -41,6 +50,9 @@ async fn convert(
             .map(Into::into)
             .to_vec();
     all.push(dir.into());
+    if direction == "to-self-hosted" {
+        all.extend(["--checkpointer-image", CHECKPOINTER_IMAGE].map(Into::into));
+    }
     all.extend(args.iter().map(Into::into));
     let kill_at = kill_at.map(|(c, s)| (c.to_string(), s.to_string()));
     crate::run_json_events(sim.kubeconfig_path().to_path_buf(), all, move |event| {
@@ -153,11 +165,21 @@ async fn killed_at_each_step_of_both_conversions_the_rerun_completes() {
         );
         let (daemonsets, labels) = leftovers(&sim).await;
         if *direction == "to-self-hosted" {
-            assert!(files(&dir).is_empty(), "{:?}", files(&dir));
+            assert_eq!(
+                files(&dir),
+                [CHECKPOINTER_MANIFEST],
+                "kubeadm's manifests moved aside; the checkpointer installed"
+            );
+            assert!(
+                last["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("the checkpointer runs")),
+                "{last}"
+            );
             assert_eq!(daemonsets.len(), 3, "{daemonsets:?}");
             assert_eq!(labels.len(), 3, "{labels:?}");
         } else {
-            assert_eq!(files(&dir), MANIFESTS);
+            assert_eq!(files(&dir), MANIFESTS, "the checkpointer removed");
             assert_eq!(
                 (daemonsets, labels),
                 (vec![], vec![]),

@@ -464,7 +464,11 @@ async fn rbac_convert_both_ways_works_with_exactly_the_upgrader_roles() {
         args.extend_from_slice(extra);
         args
     };
-    let out = selfhost(&kubeconfig, &convert("to-self-hosted", &[])).await;
+    let out = selfhost(
+        &kubeconfig,
+        &convert("to-self-hosted", &["--no-checkpointer"]),
+    )
+    .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         images(&sim).await.len(),

@@ -53,7 +53,19 @@ fn usage_errors_exit_2_and_say_what_to_do() {
             &["manifests", "v1.33.1", "--no-such-flag"],
             "unexpected argument '--no-such-flag'",
         ),
-        (&["checkpoint"], "--node <NODE>"),
+        (&["checkpoint"], "needs --node NAME"),
+        (&["checkpoint", "install"], "--node <NODE>"),
+        (
+            &[
+                "checkpoint",
+                "install",
+                "--node",
+                "cp-1",
+                "--timeout",
+                "soon",
+            ],
+            "invalid duration \"soon\"",
+        ),
         (
             &["checkpoint", "--node", "cp-1", "--api-grace", "500ms"],
             "shorter than the second a pod's Ready time is known to",

@@ -64,9 +64,10 @@ pub(super) async fn walk(
         let went_on = matches!(outcome, ComponentOutcome::DryRun { .. });
         report.components.push((component, outcome));
         if !went_on {
-            break;
+            return Ok(report);
         }
     }
+    report.checkpointer = super::run::checkpointer(clients, request, true).await?;
     Ok(report)
 }
 

@@ -114,6 +114,7 @@ mod tests {
                 (Component::Scheduler, done(0, 0.0, Some(0.4))),
             ],
             backup_dir: PathBuf::from("/b"),
+            checkpointer: None,
         };
         assert_eq!(report.figures().len(), 3);
         assert_eq!(
@@ -133,6 +134,7 @@ mod tests {
                 ComponentOutcome::RolledBack { reason: "x".into() },
             )],
             backup_dir: PathBuf::from("/b"),
+            checkpointer: None,
         };
         assert_eq!(report.figures(), vec![]);
         assert_eq!(report.figures_summary(), None);

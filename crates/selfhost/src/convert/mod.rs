@@ -32,6 +32,7 @@ pub use preflight::{ComponentPlan, ConversionPlan, plan, secrets_to_read};
 pub use run::convert;
 
 use crate::api_call::ApiCallError;
+use crate::checkpoint::install::{CheckpointerInstall, CheckpointerOutcome};
 use crate::cluster_view::ViewTimeout;
 use crate::outcome::ComponentOutcome;
 use crate::retry::RetryPolicy;
@@ -65,6 +66,9 @@ pub struct ConvertRequest {
     pub deadline: Duration,
     /// Retries of every API call.
     pub retry: RetryPolicy,
+    /// To self-hosted: the checkpointer to install once every component is self-hosted
+    /// (`None`: none). To static pods, the checkpointer is removed whatever this says.
+    pub checkpointer: Option<CheckpointerInstall>,
 }
 
 impl ConvertRequest {
@@ -81,6 +85,25 @@ impl ConvertRequest {
             dry_run: false,
             deadline: DEFAULT_DEADLINE,
             retry: RetryPolicy::default(),
+            checkpointer: None,
+        }
+    }
+}
+
+impl ConvertRequest {
+    /// Whether the checkpointer is not yet as the request leaves it: to self-hosted, asked for
+    /// and its static pod not written; to static pods, its static pod or checkpoints still on
+    /// the node.
+    pub fn checkpointer_pending(&self) -> bool {
+        let manifest = self
+            .manifests_dir
+            .join(selfhost_core::checkpoint::CHECKPOINTER_MANIFEST);
+        match self.direction {
+            Direction::ToSelfHosted => self.checkpointer.is_some() && !manifest.exists(),
+            Direction::ToStatic => {
+                manifest.exists()
+                    || crate::checkpoint::install::checkpoint_dir(&self.host_root).exists()
+            }
         }
     }
 }
@@ -92,12 +115,25 @@ pub struct ConvertReport {
     pub components: Vec<(Component, ComponentOutcome)>,
     /// Where static manifests moved aside are kept.
     pub backup_dir: PathBuf,
+    /// What became of the checkpointer, once every component ended done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpointer: Option<CheckpointerOutcome>,
 }
 
 impl ConvertReport {
     /// The first component that did not end done (or, in a dry run, dry-run), if any.
     pub fn first_problem(&self) -> Option<&(Component, ComponentOutcome)> {
         self.components.iter().find(|(_, o)| !o.succeeded())
+    }
+
+    /// Whether the node ended as asked: every component done (or dry-run) and the
+    /// checkpointer, where one was to run, running.
+    pub fn succeeded(&self) -> bool {
+        self.first_problem().is_none()
+            && self
+                .checkpointer
+                .as_ref()
+                .is_none_or(CheckpointerOutcome::succeeded)
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use selfhost_core::Component;
-use selfhost_core::conversion::decide::{ConvertStep, Mode, NodeComponent, next_step};
+use selfhost_core::conversion::decide::{ConvertStep, Direction, Mode, NodeComponent, next_step};
 use selfhost_core::observation::ApiHealth;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +16,7 @@ use super::conversion_view::ConversionView;
 use super::files::NodeFiles;
 use super::preflight::plan;
 use super::{ConvertError, ConvertReport, ConvertRequest};
+use crate::checkpoint::install::{self, CheckpointerOutcome};
 use crate::client::Clients;
 use crate::driver::{Acted, Change, Decision, DriveMode, MAX_REPEATS, StepName, drive};
 use crate::events::{Event, Events};
@@ -73,6 +74,7 @@ pub async fn convert(
     let mut report = ConvertReport {
         components: Vec::new(),
         backup_dir: files.backup_dir.clone(),
+        checkpointer: None,
     };
     if let Some(refused) = plan.components.iter().find(|c| c.action == "refuse") {
         report.components.push((
@@ -93,10 +95,31 @@ pub async fn convert(
         let done = matches!(outcome, ComponentOutcome::Done { .. });
         report.components.push((component, outcome));
         if !done {
-            break;
+            return Ok(report);
         }
     }
+    report.checkpointer = checkpointer(clients, request, false).await?;
     Ok(report)
+}
+
+/// Once every component is converted: installs the checkpointer on a self-hosted node (when
+/// asked), removes it with its checkpoints from a node back on static pods.
+pub(super) async fn checkpointer(
+    clients: &Clients,
+    request: &ConvertRequest,
+    dry_run: bool,
+) -> Result<Option<CheckpointerOutcome>, ConvertError> {
+    Ok(match (request.direction, &request.checkpointer) {
+        (Direction::ToSelfHosted, Some(install)) => {
+            Some(install::install(&clients.api, install, dry_run).await?)
+        }
+        (Direction::ToSelfHosted, None) => None,
+        (Direction::ToStatic, _) => Some(install::remove(
+            &request.manifests_dir,
+            &request.host_root,
+            dry_run,
+        )?),
+    })
 }
 
 /// The conversion of one component on one node, as the loop of [`crate::driver`] runs it.

@@ -1,0 +1,255 @@
+//! Installing the checkpointer on a node, and removing it: its static pod in the kubelet's
+//! manifests directory, then its mirror pod in the API to tell whether the kubelet runs it.
+//!
+//! `convert to-self-hosted` installs it once the node's control plane is self-hosted;
+//! `checkpoint install` does the same for a node converted without it; `convert to-static`
+//! removes it, with every checkpoint and active copy, once the node runs kubeadm's static pods
+//! again.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use selfhost_core::checkpoint::{CHECKPOINT_DIR, CHECKPOINTER_MANIFEST, CheckpointerPod};
+use selfhost_core::component::NAMESPACE;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::disk::NodeDisk;
+use crate::convert::files::{FilesError, write_whole};
+
+/// How long the kubelet may take to start the checkpointer before the install says it does
+/// not run: an image pull on a slow registry.
+pub const DEFAULT_START_PATIENCE: Duration = Duration::from_secs(120);
+/// How often the mirror pod is read while waiting.
+const POLL: Duration = Duration::from_millis(250);
+
+/// Where the checkpointer's static pod goes, and what it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointerInstall {
+    /// The pod, as the host sees its paths.
+    pub pod: CheckpointerPod,
+    /// The kubelet's manifests directory as this run reaches it (the pod's own, under the
+    /// host root the run was given).
+    pub manifests_dir: PathBuf,
+    /// How long the kubelet may take to start it.
+    pub patience: Duration,
+}
+
+/// What installing or removing the checkpointer did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "kebab-case")]
+pub enum CheckpointerOutcome {
+    /// Its static pod was written (or was already there, the same) and the kubelet runs it.
+    Running {
+        /// The manifest.
+        manifest: PathBuf,
+        /// Whether this run wrote it.
+        written: bool,
+    },
+    /// Its static pod is written but the kubelet does not run it: `why` says what it shows.
+    NotRunning {
+        /// The manifest.
+        manifest: PathBuf,
+        /// What the mirror pod shows (an image pull error, a crash, nothing at all).
+        why: String,
+    },
+    /// A dry run: what would be written.
+    WouldWrite {
+        /// The manifest.
+        manifest: PathBuf,
+        /// Its image.
+        image: String,
+    },
+    /// Its static pod, checkpoints and active copies were removed (or were not there).
+    Removed {
+        /// The manifest that was removed, if one was there.
+        manifest: Option<PathBuf>,
+    },
+    /// A dry run: what would be removed.
+    WouldRemove {
+        /// The manifest, if one is there.
+        manifest: Option<PathBuf>,
+    },
+}
+
+impl CheckpointerOutcome {
+    /// Whether the node ends as asked.
+    pub fn succeeded(&self) -> bool {
+        !matches!(self, CheckpointerOutcome::NotRunning { .. })
+    }
+}
+
+impl std::fmt::Display for CheckpointerOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckpointerOutcome::Running { manifest, written } => write!(
+                f,
+                "the checkpointer runs ({} {})",
+                if *written { "wrote" } else { "unchanged:" },
+                manifest.display()
+            ),
+            CheckpointerOutcome::NotRunning { manifest, why } => write!(
+                f,
+                "the checkpointer does not run: {why} ({} is written)",
+                manifest.display()
+            ),
+            CheckpointerOutcome::WouldWrite { manifest, image } => {
+                write!(
+                    f,
+                    "would write the checkpointer {} (image {image})",
+                    manifest.display()
+                )
+            }
+            CheckpointerOutcome::Removed { manifest: Some(m) } => write!(
+                f,
+                "removed the checkpointer {} and its checkpoints",
+                m.display()
+            ),
+            CheckpointerOutcome::Removed { manifest: None } => {
+                write!(f, "no checkpointer on this node")
+            }
+            CheckpointerOutcome::WouldRemove { manifest: Some(m) } => write!(
+                f,
+                "would remove the checkpointer {} and its checkpoints",
+                m.display()
+            ),
+            CheckpointerOutcome::WouldRemove { manifest: None } => {
+                write!(f, "no checkpointer to remove on this node")
+            }
+        }
+    }
+}
+
+/// The checkpointer's manifest on the node.
+fn manifest_path(manifests_dir: &Path) -> PathBuf {
+    manifests_dir.join(CHECKPOINTER_MANIFEST)
+}
+
+/// Where the checkpointer keeps its checkpoints, under the host root `root`.
+pub fn checkpoint_dir(root: &Path) -> PathBuf {
+    root.join(CHECKPOINT_DIR.trim_start_matches('/'))
+}
+
+/// Writes the checkpointer's static pod (unless the same is there) and waits until the kubelet
+/// runs it, as its mirror pod shows.
+///
+/// # Errors
+/// The manifest cannot be written.
+pub async fn install(
+    api: &kube::Client,
+    request: &CheckpointerInstall,
+    dry_run: bool,
+) -> Result<CheckpointerOutcome, FilesError> {
+    let manifest = manifest_path(&request.manifests_dir);
+    if dry_run {
+        return Ok(CheckpointerOutcome::WouldWrite {
+            manifest,
+            image: request.pod.image.clone(),
+        });
+    }
+    let content = selfhost_core::render::to_yaml(&request.pod.render())
+        .map_err(|e| FilesError::Write {
+            path: manifest.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .into_bytes();
+    let written = std::fs::read(&manifest).ok().as_deref() != Some(&content[..]);
+    if written {
+        // The staging file is hidden: the kubelet skips dot files in its manifests directory.
+        write_whole(&manifest, &request.manifests_dir, &content, 0o600)?;
+    }
+    let until = Instant::now() + request.patience;
+    Ok(match wait_running(api, &request.pod.node, until).await {
+        Ok(()) => CheckpointerOutcome::Running { manifest, written },
+        Err(why) => CheckpointerOutcome::NotRunning { manifest, why },
+    })
+}
+
+/// Removes the checkpointer's static pod, then every active copy and checkpoint (kept under the
+/// host root `host_root`): the node runs kubeadm's static pods again, and an old checkpoint
+/// must never start beside them.
+///
+/// # Errors
+/// A file cannot be removed.
+pub fn remove(
+    manifests_dir: &Path,
+    host_root: &Path,
+    dry_run: bool,
+) -> Result<CheckpointerOutcome, FilesError> {
+    let manifest = manifest_path(manifests_dir);
+    let present = manifest.exists().then(|| manifest.clone());
+    if dry_run {
+        return Ok(CheckpointerOutcome::WouldRemove { manifest: present });
+    }
+    if present.is_some() {
+        std::fs::remove_file(&manifest).map_err(|source| FilesError::Write {
+            path: manifest.clone(),
+            source,
+        })?;
+    }
+    let disk = NodeDisk {
+        checkpoint_dir: checkpoint_dir(host_root),
+        manifests_dir: manifests_dir.to_path_buf(),
+    };
+    disk.forget_everything()?;
+    Ok(CheckpointerOutcome::Removed { manifest: present })
+}
+
+/// Waits until the checkpointer's mirror pod on `node` is Running with its container ready,
+/// or says what it shows at `until`. It lists by name rather than gets: the conversion's
+/// permissions include listing pods in kube-system, and nothing more is needed.
+async fn wait_running(api: &kube::Client, node: &str, until: Instant) -> Result<(), String> {
+    let pods: Api<Pod> = Api::namespaced(api.clone(), NAMESPACE);
+    let name = mirror_name(node);
+    let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
+    loop {
+        let shown = match pods.list(&by_name).await {
+            Ok(list) => match list.items.first() {
+                Some(pod) => match running(pod) {
+                    Ok(()) => return Ok(()),
+                    Err(why) => why,
+                },
+                None => format!(
+                    "the kubelet has not published its mirror pod {NAMESPACE}/{name} (is the \
+                     manifests directory the kubelet's staticPodPath?)"
+                ),
+            },
+            Err(e) => format!("listing pod {NAMESPACE}/{name}: {e}"),
+        };
+        if Instant::now() >= until {
+            return Err(shown);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The checkpointer's mirror pod on `node`.
+pub fn mirror_name(node: &str) -> String {
+    format!("{}-{node}", selfhost_core::checkpoint::CHECKPOINTER_NAME)
+}
+
+/// Whether the pod runs with its container ready, or what it shows instead.
+pub fn running(pod: &Pod) -> Result<(), String> {
+    let status = pod.status.as_ref();
+    let container = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first());
+    if container.is_some_and(|c| c.ready) {
+        return Ok(());
+    }
+    let waiting = container
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.waiting.as_ref());
+    if let Some(waiting) = waiting {
+        let reason = waiting.reason.as_deref().unwrap_or("Waiting");
+        return Err(match &waiting.message {
+            Some(message) => format!("its container waits: {reason}: {message}"),
+            None => format!("its container waits: {reason}"),
+        });
+    }
+    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    Err(format!("its pod is {phase}, its container not ready"))
+}
