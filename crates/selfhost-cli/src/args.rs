@@ -62,6 +62,9 @@ pub enum Command {
     /// Keep this node's control-plane pods on disk and start them without the API after a
     /// reboot or power cut (a node agent, run by the kubelet as a static pod).
     Checkpoint(CheckpointArgs),
+    /// Bring back a self-hosted control plane that is gone with no checkpoint: read it from
+    /// etcd and start it on this node as static pods.
+    Recover(RecoverArgs),
     /// Run a simulated cluster in the foreground and write a kubeconfig for it.
     #[command(disable_version_flag = true)]
     Sim(SimArgs),
@@ -218,6 +221,55 @@ pub struct AgentArgs {
     /// How often the node is read.
     #[arg(long, default_value = "1s", value_parser = period)]
     pub interval: Duration,
+}
+
+/// Arguments of `selfhost recover`.
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// The node this runs on.
+    #[arg(long)]
+    pub node: String,
+    /// etcd's client URLs, comma-separated, tried in order.
+    #[arg(
+        long,
+        value_name = "URLS",
+        value_delimiter = ',',
+        default_value = "https://127.0.0.1:2379"
+    )]
+    pub etcd_endpoints: Vec<String>,
+    /// The etcd CA certificate.
+    #[arg(long, value_name = "FILE", default_value = "/etc/kubernetes/pki/etcd/ca.crt")]
+    pub etcd_cacert: PathBuf,
+    /// The client certificate etcd accepts (the API server's).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/etc/kubernetes/pki/apiserver-etcd-client.crt"
+    )]
+    pub etcd_cert: PathBuf,
+    /// Its key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/etc/kubernetes/pki/apiserver-etcd-client.key"
+    )]
+    pub etcd_key: PathBuf,
+    /// The API server's --etcd-prefix.
+    #[arg(long, value_name = "PREFIX", default_value = "/registry")]
+    pub etcd_prefix: String,
+    /// The kubelet's static pod directory on this node.
+    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes/manifests")]
+    pub manifests_dir: PathBuf,
+    /// Where the host's root is: files from Secrets and ConfigMaps are written beneath it.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub host_root: PathBuf,
+    /// How long the API may take to serve once the static pods are written (at least 10s).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = deadline)]
+    pub timeout: Duration,
+    /// Show what would be written (paths, images, flags; never a Secret's content) and write
+    /// nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// A period given on the command line (`10s`, `500ms`, `1m`): more than zero.

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod manifests;
 pub mod plan;
 pub mod prepull;
+pub mod recover;
 pub mod running;
 pub mod signals;
 pub mod sim;

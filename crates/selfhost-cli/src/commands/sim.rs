@@ -56,7 +56,10 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
 
     let text = format!(
         "Simulated cluster ready: {} control-plane node(s), {} worker(s), Kubernetes {version}, {} control plane{}.\n\
-         API server: {}\n\n\
+         API server: {}\n\
+         etcd (the store; it answers while every node is down): {etcd}\n  \
+         --etcd-endpoints {etcd} --etcd-cacert {ca} --etcd-cert {cert} --etcd-key {key}\n  \
+         cp-1's manifests directory: {manifests}\n\n\
          export KUBECONFIG={}\n\n\
          Try:\n  kubectl get nodes\n  kubectl -n kube-system get ds,pods -o wide\n  selfhost status\n  selfhost plan {}\n\n\
          Machines, while it runs (pid {pid}):\n  kill -USR1 {pid}   power-cycle every node (off for {off} s, the store kept)\n  kill -USR2 {pid}   reboot the next control-plane node in turn (cp-1 first)\n  kill -HUP {pid}    restart every node's kubelet\n\n\
@@ -76,6 +79,14 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
         kubeconfig.display(),
         next_minor(&version),
         pid = std::process::id(),
+        etcd = cluster.etcd().endpoint(),
+        ca = cluster.etcd().client_files().ca.display(),
+        cert = cluster.etcd().client_files().cert.display(),
+        key = cluster.etcd().client_files().key.display(),
+        manifests = cluster
+            .manifests_dir("cp-1")
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
         off = MACHINE_OFF.as_secs(),
     );
     let mut stdout = std::io::stdout().lock();

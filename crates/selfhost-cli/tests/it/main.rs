@@ -12,6 +12,7 @@ mod manifests;
 mod preflight;
 mod prepull;
 mod progress;
+mod recover;
 mod rbac;
 mod report;
 mod resume;
