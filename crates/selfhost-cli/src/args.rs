@@ -238,7 +238,11 @@ pub struct RecoverArgs {
     )]
     pub etcd_endpoints: Vec<String>,
     /// The etcd CA certificate.
-    #[arg(long, value_name = "FILE", default_value = "/etc/kubernetes/pki/etcd/ca.crt")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/etc/kubernetes/pki/etcd/ca.crt"
+    )]
     pub etcd_cacert: PathBuf,
     /// The client certificate etcd accepts (the API server's).
     #[arg(
