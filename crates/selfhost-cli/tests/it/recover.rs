@@ -88,11 +88,21 @@ fn manifests(sim: &SimCluster) -> PathBuf {
 
 /// `selfhost recover --node cp-1` against `sim`, files beneath `host`, and `extra` flags.
 fn recover(sim: &SimCluster, host: &Path, extra: &[&str]) -> assert_cmd::Command {
+    recover_with(sim, host, etcd_args(sim), extra)
+}
+
+/// The same with `etcd` as the etcd flags.
+fn recover_with(
+    sim: &SimCluster,
+    host: &Path,
+    etcd: Vec<OsString>,
+    extra: &[&str],
+) -> assert_cmd::Command {
     let mut cmd = crate::selfhost();
     cmd.arg("--kubeconfig")
         .arg(sim.kubeconfig_path())
         .args(["recover", "--node", "cp-1"])
-        .args(etcd_args(sim))
+        .args(etcd)
         .arg("--manifests-dir")
         .arg(manifests(sim))
         .arg("--host-root")
@@ -100,6 +110,15 @@ fn recover(sim: &SimCluster, host: &Path, extra: &[&str]) -> assert_cmd::Command
         .args(["--timeout", "60s"])
         .args(extra);
     cmd
+}
+
+/// The etcd flags with `flag` given `value` instead.
+fn etcd_args_with(sim: &SimCluster, flag: &str, value: &str) -> Vec<OsString> {
+    let mut args = etcd_args(sim);
+    if let Some(at) = args.iter().position(|a| a == flag) {
+        args[at + 1] = value.into();
+    }
+    args
 }
 
 /// Every file beneath `dirs` with its content: what a refusal must leave as it was.
@@ -167,20 +186,33 @@ async fn every_refusal_says_why_and_changes_nothing() {
         "--timeout",
     )
     .await;
-    let mut plain_http = recover(&sim, host, &[]);
-    plain_http.args(["--etcd-endpoints", "http://127.0.0.1:2379"]);
+    let plain_http = etcd_args_with(&sim, "--etcd-endpoints", "http://127.0.0.1:2379");
+    let plain_http = recover_with(&sim, host, plain_http, &[]);
     refused(&sim, host, plain_http, 2, "https://HOST:PORT").await;
-    let mut no_key = recover(&sim, host, &[]);
-    no_key.args(["--etcd-key", "/nonexistent/apiserver-etcd-client.key"]);
-    refused(&sim, host, no_key, 2, "--etcd-key").await;
+    let no_key = etcd_args_with(&sim, "--etcd-key", "/nonexistent/apiserver-etcd-client.key");
+    refused(
+        &sim,
+        host,
+        recover_with(&sim, host, no_key, &[]),
+        2,
+        "--etcd-key",
+    )
+    .await;
 
     // A port where nothing listens: etcd is down.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
     let port = closed.local_addr().expect("addr").port();
     drop(closed);
-    let mut unreachable = recover(&sim, host, &[]);
-    unreachable.args(["--etcd-endpoints", &format!("https://127.0.0.1:{port}")]);
-    refused(&sim, host, unreachable, 3, "cannot read etcd").await;
+    let closed = format!("https://127.0.0.1:{port}");
+    let unreachable = etcd_args_with(&sim, "--etcd-endpoints", &closed);
+    refused(
+        &sim,
+        host,
+        recover_with(&sim, host, unreachable, &[]),
+        3,
+        "cannot read etcd",
+    )
+    .await;
 
     let kubeadm = manifests(&sim).join("kube-apiserver.yaml");
     std::fs::write(&kubeadm, "apiVersion: v1\nkind: Pod\n").expect("kubeadm's manifest");
@@ -350,7 +382,7 @@ async fn a_control_plane_gone_without_checkpoints_comes_back_from_etcd() {
         host,
         recover(&sim, host, &[]),
         3,
-        "an API server answers",
+        "is on this node already",
     )
     .await;
     sim.shutdown().await;

@@ -82,9 +82,14 @@ async fn client_for(endpoint: &str, access: &EtcdAccess) -> Result<kube::Client,
 impl Etcd {
     /// The first endpoint that answers a read, with why each before it did not.
     pub async fn connect(access: &EtcdAccess) -> Result<Etcd, RecoverError> {
-        let mut failures = Vec::new();
+        // Every endpoint is checked before any is tried: a bad flag is bad input, whichever
+        // endpoint would have answered first.
+        let mut clients = Vec::new();
         for endpoint in &access.endpoints {
-            let client = client_for(endpoint, access).await?;
+            clients.push((endpoint, client_for(endpoint, access).await?));
+        }
+        let mut failures = Vec::new();
+        for (endpoint, client) in clients {
             let etcd = Etcd {
                 client,
                 endpoint: endpoint.clone(),
