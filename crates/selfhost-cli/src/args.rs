@@ -469,6 +469,10 @@ pub struct SimArgs {
     /// Self-hosted components without --permit-port-sharing.
     #[arg(long)]
     pub no_port_sharing: bool,
+    /// A self-hosted cluster without the checkpointer `convert to-self-hosted` installs on
+    /// every control-plane node (it then does not come back from a power cut by itself).
+    #[arg(long)]
+    pub no_checkpointer: bool,
     /// Hand-overs as in a diagram (a connection only ever reaches a Ready apiserver) instead
     /// of as real processes perform them.
     #[arg(long)]

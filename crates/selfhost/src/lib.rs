@@ -86,7 +86,8 @@ pub use upgrade::{ExecuteError, ExecuteOptions};
 
 /// The domain's words from `selfhost-core` that the front door speaks in.
 pub use selfhost_core::checkpoint::{
-    CHECKPOINTER_MANIFEST, CheckpointPolicy, CheckpointStep, CheckpointerPod, KUBELET_KUBECONFIG,
+    CHECKPOINTER_MANIFEST, CHECKPOINTER_NAME, CheckpointPolicy, CheckpointStep, CheckpointTuning,
+    CheckpointerPod, KUBELET_KUBECONFIG,
 };
 pub use selfhost_core::component::NAMESPACE;
 pub use selfhost_core::config::ClusterConfig;
@@ -141,6 +142,15 @@ pub async fn checkpoint(
     let clients = client::connect(args).await?;
     checkpoint::run(&clients, options, cancel, report).await;
     Ok(())
+}
+
+/// The checkpointer's static pod manifest, as `convert to-self-hosted` writes it.
+///
+/// # Errors
+/// The pod cannot be serialised ([`ErrorKind::BadInput`]).
+pub fn checkpointer_manifest(pod: &CheckpointerPod) -> Result<String, Error> {
+    selfhost_core::render::to_yaml(&pod.render())
+        .map_err(|e| manifests::ManifestsError::from(e).into())
 }
 
 /// Installs the checkpointer on a node converted without it (see `docs/design.md`,

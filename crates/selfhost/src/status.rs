@@ -174,6 +174,7 @@ mod tests {
             node: node.into(),
             manifests_dir: "/etc/kubernetes/manifests".into(),
             kubeconfig: "/etc/kubernetes/kubelet.conf".into(),
+            tuning: None,
         }
         .render();
         pod.metadata.name = Some(format!("selfhost-checkpointer-{node}"));

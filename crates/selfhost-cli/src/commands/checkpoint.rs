@@ -31,6 +31,7 @@ pub fn install_request(
             node: node.to_string(),
             manifests_dir: manifests_dir.display().to_string(),
             kubeconfig: args.checkpointer_kubeconfig.clone(),
+            tuning: None,
         },
         manifests_dir: manifests_dir.to_path_buf(),
         patience: selfhost::DEFAULT_CHECKPOINTER_PATIENCE,

@@ -113,7 +113,7 @@ fn versions(args: &DemoArgs) -> Result<(KubeVersion, KubeVersion), CliError> {
 }
 
 async fn start_cluster(args: &DemoArgs, from: &KubeVersion) -> Result<SimCluster, CliError> {
-    SimCluster::builder()
+    let builder = SimCluster::builder()
         .control_plane_nodes(args.control_plane_nodes)
         .version(&from.to_string())
         .mode(BootstrapMode::SelfHosted)
@@ -122,7 +122,9 @@ async fn start_cluster(args: &DemoArgs, from: &KubeVersion) -> Result<SimCluster
         .timings(SimTimings::scaled(speedup(args)))
         // What real processes do at a hand-over, as `selfhost sim` models by default.
         .handovers((!args.idealised).then(Handovers::measured))
-        .control_plane_releases(SIM_MINORS, SIM_MAX_PATCH)
+        .control_plane_releases(SIM_MINORS, SIM_MAX_PATCH);
+    // What `convert to-self-hosted` builds: a checkpointer on every control-plane node.
+    super::sim_checkpointer::with_checkpointer(builder, speedup(args))?
         .start()
         .await
         .map_err(|e| CliError::from(anyhow!(e).context("starting the simulated cluster")))

@@ -14,6 +14,7 @@ pub mod recover;
 pub mod running;
 pub mod signals;
 pub mod sim;
+pub mod sim_checkpointer;
 pub mod status;
 pub mod trace;
 

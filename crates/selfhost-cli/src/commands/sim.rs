@@ -11,6 +11,9 @@ use selfhost_sim::cluster::{Handovers, SimCluster, SimTimings};
 use crate::args::{GlobalArgs, SimArgs};
 use crate::exit::{CliError, Outcome};
 
+/// How much faster than real `--fast` runs pods: [`SimTimings::fast`]'s factor.
+const FAST_SPEED: u32 = 1_000;
+
 /// Starts the cluster, prints how to use it, and runs until interrupted.
 pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliError> {
     let mode: BootstrapMode = args
@@ -36,7 +39,7 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
     } else {
         SimTimings::realistic()
     };
-    let cluster = SimCluster::builder()
+    let builder = SimCluster::builder()
         .control_plane_nodes(args.control_plane_nodes)
         .workers(args.workers)
         .version(&version.to_string())
@@ -49,13 +52,22 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
         // nodes), unless the user asks for the idealised model.
         .handovers((!args.idealised).then(Handovers::measured))
         .port(args.port)
-        .kubeconfig_path(&kubeconfig)
+        .kubeconfig_path(&kubeconfig);
+    // What `convert to-self-hosted` builds: a checkpointer on every control-plane node.
+    let checkpointer = mode == BootstrapMode::SelfHosted && !args.no_checkpointer;
+    let builder = if checkpointer {
+        let speed = if args.fast { FAST_SPEED } else { 1 };
+        super::sim_checkpointer::with_checkpointer(builder, speed)?
+    } else {
+        builder
+    };
+    let cluster = builder
         .start()
         .await
         .map_err(|e| CliError::from(anyhow!(e).context("starting the simulated cluster")))?;
 
     let text = format!(
-        "Simulated cluster ready: {} control-plane node(s), {} worker(s), Kubernetes {version}, {} control plane{}.\n\
+        "Simulated cluster ready: {} control-plane node(s), {} worker(s), Kubernetes {version}, {} control plane{}{checkpointers}.\n\
          API server: {}\n\
          etcd (the store; it answers while every node is down): {etcd}\n  \
          --etcd-endpoints {etcd} --etcd-cacert {ca} --etcd-cert {cert} --etcd-key {key}\n  \
@@ -88,6 +100,11 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
         off = MACHINE_OFF.as_secs(),
+        checkpointers = if checkpointer {
+            ", a checkpointer on every control-plane node"
+        } else {
+            ""
+        },
     );
     let mut stdout = std::io::stdout().lock();
     stdout

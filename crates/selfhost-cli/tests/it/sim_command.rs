@@ -122,6 +122,7 @@ struct Running {
     kubeconfig: std::path::PathBuf,
     home: tempfile::TempDir,
     said: std::sync::mpsc::Receiver<String>,
+    banner: Vec<String>,
 }
 
 impl Running {
@@ -161,6 +162,7 @@ impl Running {
             kubeconfig,
             home,
             said,
+            banner,
         }
     }
 
@@ -183,6 +185,16 @@ impl Running {
                 Err(_) => panic!("selfhost sim did not say {what:?} within 30 s"),
             }
         }
+    }
+
+    /// cp-1's manifests directory, as the banner names it.
+    fn manifests_dir(&self) -> std::path::PathBuf {
+        let line = self
+            .banner
+            .iter()
+            .find_map(|l| l.trim().strip_prefix("cp-1's manifests directory: "))
+            .expect("the banner names cp-1's manifests directory");
+        line.into()
     }
 
     fn nodes_answer(&self) -> bool {
@@ -223,7 +235,7 @@ fn sim_signals_restart_kubelets_and_cut_the_power() {
         eprintln!("skipping: kubectl is not on the PATH");
         return;
     }
-    let sim = Running::start(&["--control-plane-nodes", "1"]);
+    let sim = Running::start(&["--control-plane-nodes", "1", "--no-checkpointer"]);
     assert!(sim.nodes_answer());
     sim.signal("HUP");
     sim.until_said("every kubelet restarted");
@@ -239,6 +251,55 @@ fn sim_signals_restart_kubelets_and_cut_the_power() {
             !sim.nodes_answer(),
             "a self-hosted control plane does not come back from a power cut by itself"
         );
+    }
+}
+
+/// With the checkpointer `convert to-self-hosted` installs, which `selfhost sim` builds too, a
+/// self-hosted control plane comes back from a power cut by itself.
+#[test]
+fn sim_with_its_checkpointers_comes_back_from_a_power_cut() {
+    if !has_kubectl() {
+        eprintln!("skipping: kubectl is not on the PATH");
+        return;
+    }
+    let sim = Running::start(&["--control-plane-nodes", "1"]);
+    assert!(
+        sim.banner
+            .iter()
+            .any(|l| l.contains("a checkpointer on every control-plane node")),
+        "{:#?}",
+        sim.banner
+    );
+    // kubeadm's layout: the checkpoints beside the manifests directory.
+    let checkpoints = sim
+        .manifests_dir()
+        .parent()
+        .expect("/etc/kubernetes")
+        .join("selfhost-checkpoints");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ![
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ]
+    .iter()
+    .all(|c| checkpoints.join(c).join("checkpoint.json").is_file())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "every component is kept within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sim.signal("USR1");
+    sim.until_said("power back");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !sim.nodes_answer() {
+        assert!(
+            Instant::now() < deadline,
+            "the API serves again on the checkpoints within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -15,6 +15,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use std::time::Duration;
+
+use super::policy::CheckpointPolicy;
 use crate::component::NAMESPACE;
 
 /// The static pod's name; its mirror pod is `selfhost-checkpointer-<node>`.
@@ -47,6 +50,23 @@ pub struct CheckpointerPod {
     pub manifests_dir: String,
     /// The kubeconfig it reaches the API with, as the host sees it.
     pub kubeconfig: String,
+    /// Its policy and how often it reads the node, when not the agent's defaults (a simulated
+    /// cluster on a faster clock).
+    pub tuning: Option<CheckpointTuning>,
+}
+
+/// A checkpointer's policy and reading interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointTuning {
+    /// Its soak and grace.
+    pub policy: CheckpointPolicy,
+    /// How often it reads the node.
+    pub interval: Duration,
+}
+
+/// A duration as the agent's flags take it, in milliseconds.
+fn millis(duration: Duration) -> String {
+    format!("{}ms", duration.as_millis())
 }
 
 impl CheckpointerPod {
@@ -65,6 +85,17 @@ impl CheckpointerPod {
             "--host-root",
             "/",
         ];
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        if let Some(tuning) = &self.tuning {
+            args.extend([
+                "--soak".to_string(),
+                millis(tuning.policy.soak),
+                "--api-grace".to_string(),
+                millis(tuning.policy.api_grace),
+                "--interval".to_string(),
+                millis(tuning.interval),
+            ]);
+        }
         let mut dirs: Vec<(String, String, bool)> = HOST_DIRS
             .iter()
             .map(|(name, path, read_only)| (name.to_string(), path.to_string(), *read_only))
@@ -118,7 +149,7 @@ impl CheckpointerPod {
                     image: Some(self.image.clone()),
                     image_pull_policy: Some("IfNotPresent".to_string()),
                     command: Some(vec!["selfhost".to_string()]),
-                    args: Some(args.iter().map(|a| a.to_string()).collect()),
+                    args: Some(args),
                     resources: Some(ResourceRequirements {
                         requests: Some(requests),
                         ..ResourceRequirements::default()
@@ -173,6 +204,7 @@ mod tests {
             node: "cp-1".into(),
             manifests_dir: "/etc/kubernetes/manifests".into(),
             kubeconfig: KUBELET_KUBECONFIG.into(),
+            tuning: None,
         }
         .render()
     }
@@ -205,6 +237,10 @@ mod tests {
             node: "n".into(),
             manifests_dir: "/srv/manifests".into(),
             kubeconfig: "/var/lib/kubelet/kubeconfig".into(),
+            tuning: Some(CheckpointTuning {
+                policy: CheckpointPolicy::scaled(100),
+                interval: Duration::from_millis(10),
+            }),
         }
         .render();
         let mounts = pod.spec.unwrap().containers[0]

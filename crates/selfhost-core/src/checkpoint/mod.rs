@@ -60,8 +60,8 @@ mod step;
 mod tests;
 
 pub use checkpointer_pod::{
-    CHECKPOINT_DIR, CHECKPOINTER_LABEL, CHECKPOINTER_MANIFEST, CHECKPOINTER_NAME, CheckpointerPod,
-    KUBELET_KUBECONFIG, is_checkpointer,
+    CHECKPOINT_DIR, CHECKPOINTER_LABEL, CHECKPOINTER_MANIFEST, CHECKPOINTER_NAME, CheckpointTuning,
+    CheckpointerPod, KUBELET_KUBECONFIG, is_checkpointer,
 };
 pub use decide::{decide, next_step, phase};
 pub use observation::{ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, RunningPod};

@@ -50,6 +50,29 @@ pub struct SimClusterBuilder {
     pub(crate) apiserver_identity: ApiserverIdentity,
     pub(crate) handovers: Option<Handovers>,
     pub(crate) process_hostname: Option<String>,
+    pub(crate) control_plane_static_pods: Vec<(String, NodeManifest)>,
+}
+
+/// Renders one node's copy of a static pod manifest, given the node's name.
+#[derive(Clone)]
+pub struct NodeManifest(Arc<dyn Fn(&str) -> String + Send + Sync>);
+
+impl NodeManifest {
+    /// A manifest rendered by `render` for each node.
+    pub fn new(render: impl Fn(&str) -> String + Send + Sync + 'static) -> Self {
+        NodeManifest(Arc::new(render))
+    }
+
+    /// The manifest for `node`.
+    pub fn render(&self, node: &str) -> String {
+        (self.0)(node)
+    }
+}
+
+impl std::fmt::Debug for NodeManifest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NodeManifest(..)")
+    }
 }
 
 impl Default for SimClusterBuilder {
@@ -81,6 +104,7 @@ impl Default for SimClusterBuilder {
             apiserver_identity: ApiserverIdentity::ByVersion,
             handovers: None,
             process_hostname: None,
+            control_plane_static_pods: Vec::new(),
         }
     }
 }
@@ -89,6 +113,14 @@ impl SimClusterBuilder {
     /// How many control-plane nodes (`cp-1`, `cp-2`, …); zero only without the model.
     pub fn control_plane_nodes(mut self, n: usize) -> Self {
         self.control_plane_nodes = n;
+        self
+    }
+
+    /// A static pod every control-plane node's kubelet runs from the start, beside the control
+    /// plane, in its manifests directory as `file` (a node agent, such as a checkpointer).
+    pub fn control_plane_static_pod(mut self, file: &str, manifest: NodeManifest) -> Self {
+        self.control_plane_static_pods
+            .push((file.to_string(), manifest));
         self
     }
 

@@ -49,6 +49,7 @@ pub mod model;
 mod node_agent;
 mod prober;
 mod process_table;
+mod program_runner;
 mod registry;
 mod scheduler;
 mod start;
@@ -64,7 +65,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use availability_recorder::{ApiSample, AvailabilityRecorder, PodSample};
-pub use builder::SimClusterBuilder;
+pub use builder::{NodeManifest, SimClusterBuilder};
 pub use handover::{ApiFrontEnd, HandoverTimings, Handovers};
 pub use identity::{
     ApiserverIdentity, HOSTNAME_LABEL, IDENTITY_LABEL, IDENTITY_LABEL_VALUE,
@@ -133,7 +134,7 @@ pub struct SimCluster {
     server: Arc<SimServer>,
     nodes: Vec<NodeSpec>,
     manifests: BTreeMap<String, PathBuf>,
-    _manifests_root: tempfile::TempDir,
+    nodes_root: tempfile::TempDir,
     registry: RegistryHandle,
     recorder: AvailabilityRecorder,
     process_table: Arc<ProcessTable>,
@@ -281,6 +282,16 @@ impl SimCluster {
     /// static pods).
     pub fn manifests_dir(&self, node: &str) -> Option<&Path> {
         self.manifests.get(node).map(PathBuf::as_path)
+    }
+
+    /// A node's own directory, the root its host paths live under: its kubelet's manifests
+    /// directory is `etc/kubernetes/manifests` in it, the kubelet's kubeconfig
+    /// `etc/kubernetes/kubelet.conf`, and what real programs in its containers print is in
+    /// `var/log/containers`.
+    pub fn node_root(&self, node: &str) -> Option<PathBuf> {
+        self.manifests
+            .contains_key(node)
+            .then(|| self.nodes_root.path().join(node))
     }
 
     /// What every kubelet runs now.

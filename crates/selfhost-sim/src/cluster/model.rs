@@ -242,6 +242,7 @@ mod tests {
             stopping: false,
             terminating: false,
             ready,
+            host_mounts: Vec::new(),
         }
     }
 

@@ -82,6 +82,8 @@ pub(crate) struct NodeAgent {
     pub retry: bool,
     /// The hand-over model, told of this node's apiserver processes (`None`: off).
     pub front_end: Option<Arc<ApiFrontEnd>>,
+    /// The real programs its containers run.
+    pub programs: super::program_runner::ProgramRunner,
 }
 
 fn name_of(node: &Node) -> String {
@@ -263,11 +265,13 @@ impl NodeAgent {
         if let Some(front_end) = &self.front_end {
             front_end.publish(&node, &self.kubelet);
         }
+        let containers = self.kubelet.containers();
+        self.programs.sync(&self.registry.read(), &containers);
         self.process_table.publish(
             &node,
             NodeContainers {
                 state: self.kubelet.node_state(),
-                containers: self.kubelet.containers(),
+                containers,
             },
         );
         self.write(report);

@@ -52,6 +52,25 @@ impl RegistryHandle {
         self.change(|r| r.set_behaviour(image, behaviour))
     }
 
+    /// Adds an image that holds a real program: a container of it runs `program` for as long
+    /// as its modelled process runs (see [`ImageBehaviour::program`]).
+    ///
+    /// # Errors
+    /// The name is not a valid image reference.
+    pub fn add_program_image(
+        &self,
+        image: &str,
+        program: &std::path::Path,
+    ) -> Result<(), InvalidImageName> {
+        self.set_behaviour(
+            image,
+            ImageBehaviour {
+                program: Some(program.to_path_buf()),
+                ..ImageBehaviour::default()
+            },
+        )
+    }
+
     /// Adds a well-behaved image.
     ///
     /// # Errors

@@ -31,6 +31,7 @@ use super::leader_election_task::{Holders, LeaderElection, LeaseHolder};
 use super::model::{LeaderPolicy, Leadership, ServingPolicy};
 use super::node_agent::NodeAgent;
 use super::process_table::ProcessTable;
+use super::program_runner::ProgramRunner;
 use super::registry::RegistryHandle;
 use super::scheduler::Scheduler;
 use super::{ClusterError, SimCluster};
@@ -82,6 +83,11 @@ fn pod_subnet(index: usize) -> [u8; 3] {
     let third = u8::try_from(index % 256).unwrap_or(0);
     [10, second, third]
 }
+
+/// A node's kubelet manifests directory, under its directory.
+const MANIFESTS_DIR: &str = "etc/kubernetes/manifests";
+/// The kubelet's kubeconfig, under a node's directory.
+const KUBELET_CONF: &str = "etc/kubernetes/kubelet.conf";
 
 fn write_manifests(dir: &Path, spec: &NodeSpec, b: &SimClusterBuilder) -> Result<(), ClusterError> {
     for component in COMPONENTS {
@@ -136,7 +142,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     let mut manifests = BTreeMap::new();
     let mut nodes = Vec::new();
     for spec in &specs {
-        let dir = root.path().join(&spec.name).join("manifests");
+        let dir = root.path().join(&spec.name).join(MANIFESTS_DIR);
         std::fs::create_dir_all(&dir).map_err(|source| ClusterError::Files {
             path: dir.clone(),
             source,
@@ -144,6 +150,21 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         if spec.role == NodeRole::ControlPlane && b.mode == BootstrapMode::Static {
             write_manifests(&dir, spec, &b)?;
         }
+        if spec.role == NodeRole::ControlPlane {
+            for (file, render) in &b.control_plane_static_pods {
+                let path = dir.join(file);
+                std::fs::write(&path, render.render(&spec.name))
+                    .map_err(|source| ClusterError::Files { path, source })?;
+            }
+        }
+        // The kubelet's own kubeconfig, which node agents read: the cluster's credentials.
+        let kubelet_conf = root.path().join(&spec.name).join(KUBELET_CONF);
+        std::fs::write(&kubelet_conf, server.kubeconfig_yaml()).map_err(|source| {
+            ClusterError::Files {
+                path: kubelet_conf.clone(),
+                source,
+            }
+        })?;
         manifests.insert(spec.name.clone(), dir);
         let node = create(
             &store,
@@ -262,6 +283,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
             }
         }
         let (tx, rx) = mpsc::unbounded_channel();
+        let programs = ProgramRunner::new(root.path().join(&spec.name), tx.clone());
         inputs.insert(spec.name.clone(), tx);
         let agent = NodeAgent {
             kubelet,
@@ -278,6 +300,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
             needs_relist: false,
             retry: false,
             front_end: front_end.clone(),
+            programs,
         };
         tasks.spawn(agent.run(rx, decisions.api_up.clone(), shutdown.clone()));
     }
@@ -336,7 +359,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         server,
         nodes: specs,
         manifests,
-        _manifests_root: root,
+        nodes_root: root,
         registry,
         recorder,
         process_table,

@@ -15,10 +15,13 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use selfhost_core::Component;
-use selfhost_core::checkpoint::{ActiveCopy, Checkpoint};
+use selfhost_core::checkpoint::{ActiveCopy, CHECKPOINT_DIR, Checkpoint};
 use serde::{Deserialize, Serialize};
 
 use crate::convert::files::{FilesError, write_whole};
+
+/// Where kubeadm's kubelets read static pods.
+const KUBEADM_MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
 
 /// The annotation an active copy carries: the revision it was kept from.
 pub const REVISION_ANNOTATION: &str = "selfhost.dev/checkpoint-revision";
@@ -43,6 +46,16 @@ struct Record {
 }
 
 impl NodeDisk {
+    /// The checkpointer's files on a node laid out as kubeadm lays it out (static pods in
+    /// `/etc/kubernetes/manifests`), whose host root is `root`.
+    pub fn of_kubeadm_node(root: &Path) -> NodeDisk {
+        let on_host = |path: &str| root.join(path.trim_start_matches('/'));
+        NodeDisk {
+            checkpoint_dir: on_host(CHECKPOINT_DIR),
+            manifests_dir: on_host(KUBEADM_MANIFESTS_DIR),
+        }
+    }
+
     fn component_dir(&self, component: Component) -> PathBuf {
         self.checkpoint_dir.join(component.name())
     }

@@ -1,17 +1,16 @@
 //! `selfhost demo --scenario power-cycle`: every node of the simulated self-hosted cluster
-//! loses power and gets it back, with `selfhost checkpoint` on each control-plane node (run
-//! in this process, the same code as the command). Two probers show what clients saw; the
-//! summary gives the time from power-on until the API served again and until the checkpoints'
-//! static copies were retired for the DaemonSet pods.
+//! loses power and gets it back. Each control-plane node runs the checkpointer as
+//! `convert to-self-hosted` installs it, a static pod whose process is this binary's
+//! `selfhost checkpoint`: it dies with the power cut and starts again with the node. Two
+//! probers show what clients saw; the summary gives the time from power-on until the API
+//! served again and until the checkpoints' static copies were retired for the DaemonSet pods.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use selfhost::{CheckpointOptions, CheckpointRound, ClientArgs, checkpoint};
+use selfhost::{CHECKPOINTER_NAME, NodeDisk};
 use selfhost_sim::cluster::SimCluster;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::args::{DemoArgs, GlobalArgs};
 use crate::exit::{CliError, Outcome};
@@ -30,39 +29,18 @@ pub async fn run(
 ) -> Result<Outcome, CliError> {
     let speed = super::speedup(args);
     let on_clock = |real: Duration| real / speed;
-    let dir = tempfile_dir()?;
-    let cancel = CancellationToken::new();
     let control_planes = cluster.control_plane_names();
     ui::say(format!(
         "selfhost demo: a power cut of every node of a {}-node self-hosted control plane, with \
-         `selfhost checkpoint` on each (pods {speed}x faster than real ones)",
+         the checkpointer on each (pods {speed}x faster than real ones)",
         control_planes.len()
     ));
-    let mut agents = Vec::new();
     let mut disks = Vec::new();
     for node in &control_planes {
-        let manifests_dir = cluster
-            .manifests_dir(node)
-            .ok_or_else(|| anyhow!("{node} has no manifests directory"))?
-            .to_path_buf();
-        let options = CheckpointOptions::rooted_at(node, manifests_dir, &dir.join(node), speed);
-        disks.push(options.disk());
-        let client = ClientArgs {
-            kubeconfig: Some(cluster.kubeconfig_path().to_path_buf()),
-            context: None,
-        };
-        let cancel = cancel.clone();
-        agents.push(tokio::spawn(async move {
-            let mut say = |round: &CheckpointRound| {
-                if round.step.changes_static_pods() || round.failed.is_some() {
-                    ui::say(format!(
-                        "  checkpoint {}: {}: {}",
-                        options.node, round.component, round.step
-                    ));
-                }
-            };
-            checkpoint(&client, &options, &cancel, &mut say).await
-        }));
+        let root = cluster
+            .node_root(node)
+            .ok_or_else(|| anyhow!("{node} has no directory"))?;
+        disks.push(NodeDisk::of_kubeadm_node(&root));
     }
     wait(
         on_clock(PATIENCE),
@@ -102,12 +80,12 @@ pub async fn run(
         Err(CliError::from(anyhow!("the API never served again")))
     };
     let reports = super::stop_probers(probers, power_on).await;
-    cancel.cancel();
-    for agent in agents {
-        let _ = agent.await;
+    for node in &control_planes {
+        for line in checkpointer_said(&cluster, node) {
+            ui::say(format!("  checkpointer on {line}"));
+        }
     }
     cluster.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
 
     let mut text = String::from(
         "\nselfhost demo: power cut of every node, times in real seconds from power-on:\n",
@@ -175,11 +153,43 @@ async fn wait(
     Ok(())
 }
 
-/// A fresh directory for the agents' checkpoints and host files.
-fn tempfile_dir() -> Result<PathBuf, CliError> {
-    let dir =
-        std::env::temp_dir().join(format!("selfhost-demo-checkpoints-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| CliError::from(anyhow!(e).context("creating the checkpoint directory")))?;
-    Ok(dir)
+/// What the checkpointer on `node` said that changed its files, from its logs under the
+/// node's directory, every run of it since the node first booted.
+fn checkpointer_said(cluster: &SimCluster, node: &str) -> Vec<String> {
+    let Some(logs) = cluster
+        .node_root(node)
+        .map(|r| r.join("var/log/containers"))
+    else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = std::fs::read_dir(&logs)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(CHECKPOINTER_NAME))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|text| {
+            text.lines()
+                .filter(|l| CHANGES.iter().any(|c| l.contains(c)))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
+
+/// The agent's words for the steps that change its files.
+const CHANGES: [&str; 4] = [
+    "keep a checkpoint",
+    "activate the checkpoint",
+    "retire the static copy",
+    "FAILED",
+];

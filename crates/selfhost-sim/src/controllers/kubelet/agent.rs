@@ -160,6 +160,7 @@ impl Kubelet {
                     }),
                     terminating: worker.stop.is_some(),
                     ready: c.ready && self.state != NodeState::Down,
+                    host_mounts: super::report::host_mounts(&worker.pod, &c.spec),
                 });
             }
         }

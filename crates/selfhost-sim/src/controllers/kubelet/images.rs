@@ -161,6 +161,11 @@ pub struct ImageBehaviour {
     /// `--shutdown-delay-duration`, if set) while it lingers, as kube-apiserver does; otherwise
     /// it holds them until it exits.
     pub closes_listener_on_sigterm: bool,
+    /// The image holds a real program: while the modelled process runs, this executable runs
+    /// too, started with the container's command line (its host paths mapped under the node's
+    /// directory), signalled as the model signals the process; when it exits by itself, the
+    /// modelled process exits with its code.
+    pub program: Option<std::path::PathBuf>,
 }
 
 impl ImageBehaviour {

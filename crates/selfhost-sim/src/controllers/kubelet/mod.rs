@@ -46,7 +46,9 @@ pub use ports::{
 };
 pub use probe::{BindContext, OwnProcessReadiness, ProbeContext, ProbeResult, ReadinessModel};
 pub use process::{Exit, Process, ProcessId, ProcessState};
-pub use report::{ContainerView, KubeletEvent, KubeletReport, PodRef, StatusUpdate};
+pub use report::{
+    ContainerView, HostMount, KubeletEvent, KubeletReport, PodRef, StatusUpdate, host_mounts,
+};
 pub use runtime::SIGKILL_EXIT_CODE;
 pub use stable_id::{stable_hex, stable_uuid};
 pub use static_pods::{

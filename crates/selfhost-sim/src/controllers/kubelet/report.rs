@@ -102,4 +102,33 @@ pub struct ContainerView {
     pub terminating: bool,
     /// Whether its readiness probe passes.
     pub ready: bool,
+    /// Its hostPath mounts: where it sees each host directory.
+    pub host_mounts: Vec<HostMount>,
+}
+
+/// A host directory a container mounts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostMount {
+    /// Where the container sees it.
+    pub mount_path: String,
+    /// The directory on the host.
+    pub host_path: String,
+}
+
+/// The hostPath mounts of `container` in `pod`.
+pub fn host_mounts(pod: &Pod, container: &k8s_openapi::api::core::v1::Container) -> Vec<HostMount> {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .filter_map(|mount| {
+            let volume = volumes?.iter().find(|v| v.name == mount.name)?;
+            let host = volume.host_path.as_ref()?;
+            Some(HostMount {
+                mount_path: mount.mount_path.clone(),
+                host_path: host.path.clone(),
+            })
+        })
+        .collect()
 }
