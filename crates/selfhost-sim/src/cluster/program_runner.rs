@@ -10,7 +10,8 @@
 //!
 //! There are no mount namespaces: as a kubelet without them would, the runner maps every
 //! argument that is a path under one of the container's hostPath mounts to the host directory
-//! under the node's own directory (`<node-root>/<hostPath>/…`). The first word of the command
+//! under the node's own directory (`<node-root>/<hostPath>/…`), creating the `DirectoryOrCreate`
+//! ones first. The first word of the command
 //! line is the image's binary and is replaced by the program. What the program prints goes to
 //! `<node-root>/var/log/containers/<pod>_<container>.log`.
 
@@ -100,6 +101,10 @@ impl ProgramRunner {
         program: &Path,
         view: &ContainerView,
     ) -> std::io::Result<Running> {
+        // As the kubelet does before it starts a container.
+        for mount in view.host_mounts.iter().filter(|m| m.create) {
+            std::fs::create_dir_all(self.node_root.join(mount.host_path.trim_start_matches('/')))?;
+        }
         let log_dir = self.node_root.join("var/log/containers");
         std::fs::create_dir_all(&log_dir)?;
         let log_path = log_dir.join(format!("{}_{}.log", view.pod.name, view.container));
@@ -223,6 +228,7 @@ mod tests {
         HostMount {
             mount_path: mount_path.into(),
             host_path: host_path.into(),
+            create: false,
         }
     }
 

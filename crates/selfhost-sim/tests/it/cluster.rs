@@ -12,6 +12,7 @@ mod kubectl;
 mod kubelet;
 mod model;
 mod nodes;
+mod programs;
 mod reboots;
 mod rolling;
 mod second_daemonset;

@@ -113,6 +113,8 @@ pub struct HostMount {
     pub mount_path: String,
     /// The directory on the host.
     pub host_path: String,
+    /// Whether the kubelet creates it when missing (`DirectoryOrCreate`).
+    pub create: bool,
 }
 
 /// The hostPath mounts of `container` in `pod`.
@@ -128,6 +130,7 @@ pub fn host_mounts(pod: &Pod, container: &k8s_openapi::api::core::v1::Container)
             Some(HostMount {
                 mount_path: mount.mount_path.clone(),
                 host_path: host.path.clone(),
+                create: host.type_.as_deref() == Some("DirectoryOrCreate"),
             })
         })
         .collect()
