@@ -124,7 +124,7 @@ async fn start_cluster(args: &DemoArgs, from: &KubeVersion) -> Result<SimCluster
         .handovers((!args.idealised).then(Handovers::measured))
         .control_plane_releases(SIM_MINORS, SIM_MAX_PATCH);
     // What `convert to-self-hosted` builds: a checkpointer on every control-plane node.
-    super::sim_checkpointer::with_checkpointer(builder, speedup(args))?
+    super::with_checkpointer(builder, speedup(args))?
         .start()
         .await
         .map_err(|e| CliError::from(anyhow!(e).context("starting the simulated cluster")))

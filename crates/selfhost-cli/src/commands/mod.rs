@@ -23,6 +23,24 @@ use crate::exit::{CliError, Outcome};
 /// How `apply` and `convert` end once the run has an outcome: done, the message is said on
 /// stderr (unless `-o json`, whose result line carries it) and the command succeeds; any
 /// other outcome ends the command with the message as its error.
+/// `builder` with the checkpointer on every control-plane node, as `convert to-self-hosted`
+/// installs it, its image running this binary; its clock `speed` times faster than real.
+fn with_checkpointer(
+    builder: selfhost_sim::cluster::SimClusterBuilder,
+    speed: u32,
+) -> Result<selfhost_sim::cluster::SimClusterBuilder, CliError> {
+    use anyhow::Context;
+    let program = std::env::current_exe()
+        .context("finding this binary, which the simulated checkpointer runs")?;
+    sim_checkpointer::with_checkpointer(
+        builder,
+        crate::args::DEFAULT_CHECKPOINTER_IMAGE,
+        program,
+        speed,
+    )
+    .map_err(|e| CliError::from(anyhow::anyhow!(e).context("rendering the checkpointer")))
+}
+
 fn conclude(outcome: Outcome, message: String, json: bool) -> Result<Outcome, CliError> {
     if outcome == Outcome::Done {
         if !json {

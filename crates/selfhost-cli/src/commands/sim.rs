@@ -57,7 +57,7 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
     let checkpointer = mode == BootstrapMode::SelfHosted && !args.no_checkpointer;
     let builder = if checkpointer {
         let speed = if args.fast { FAST_SPEED } else { 1 };
-        super::sim_checkpointer::with_checkpointer(builder, speed)?
+        super::with_checkpointer(builder, speed)?
     } else {
         builder
     };

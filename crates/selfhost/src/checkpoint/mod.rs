@@ -57,25 +57,6 @@ pub struct CheckpointOptions {
 }
 
 impl CheckpointOptions {
-    /// The agent of a node whose own disk is the directory `root` (a simulated node's): its
-    /// checkpoints in `root/checkpoints`, the host's files under `root/host`; `policy` and
-    /// one read per second, both on a clock `factor` times faster than real.
-    pub fn rooted_at(
-        node: &str,
-        manifests_dir: PathBuf,
-        root: &std::path::Path,
-        factor: u32,
-    ) -> Self {
-        CheckpointOptions {
-            node: node.to_string(),
-            checkpoint_dir: root.join("checkpoints"),
-            manifests_dir,
-            host_root: root.join("host"),
-            policy: CheckpointPolicy::scaled(factor),
-            interval: Duration::from_secs(1) / factor.max(1),
-        }
-    }
-
     /// The node's files this agent keeps and activates.
     pub fn disk(&self) -> NodeDisk {
         NodeDisk {

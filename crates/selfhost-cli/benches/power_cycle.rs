@@ -1,20 +1,25 @@
 //! Power-cut benchmark (figures recorded in docs/benchmarks.md): a simulated self-hosted
-//! control plane loses power on every node at once and gets it back. With a checkpointer on
-//! each control-plane node (the agent `selfhost checkpoint` runs, here as tasks beside the
-//! simulator), the time from power-on until the API serves again and until every static copy
-//! is retired for the DaemonSet pods; without one, whether the API serves within a window at
-//! all.
+//! control plane loses power on every node at once and gets it back. With the checkpointer on
+//! each control-plane node as `convert to-self-hosted` installs it (a static pod whose process
+//! is the `selfhost` binary: it dies with the power cut and starts again with the node), the
+//! time from power-on until the API serves again and until every static copy is retired for
+//! the DaemonSet pods; without one, whether the API serves within a window at all.
 //!
-//! Not a test. Run: `cargo bench -p selfhost --bench power_cycle --profile dev`.
+//! Not a test. Run: `cargo bench -p selfhost-cli --bench power_cycle --profile dev`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a benchmark, not library code
 
 use std::time::{Duration, Instant};
 
-use selfhost::{CheckpointOptions, CheckpointRound, ClientArgs, checkpoint};
+use selfhost::NodeDisk;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::{SimCluster, SimTimings};
-use tokio_util::sync::CancellationToken;
+
+#[path = "../src/commands/sim_checkpointer.rs"]
+mod sim_checkpointer;
+
+/// The checkpointer's image in the simulated registry: it runs the `selfhost` binary.
+const IMAGE: &str = "selfhost.bench/selfhost:bench";
 
 /// Latencies ten times faster than real ones; times in the table are multiplied back.
 const SCALE: u32 = 10;
@@ -30,37 +35,28 @@ struct Recovery {
 }
 
 async fn run(nodes: usize, with_checkpointer: bool) -> Recovery {
-    let sim = SimCluster::builder()
+    let builder = SimCluster::builder()
         .control_plane_nodes(nodes)
         .version("v1.33.1")
         .mode(BootstrapMode::SelfHosted)
         .port_sharing(true)
-        .timings(SimTimings::scaled(SCALE))
-        .start()
-        .await
-        .expect("cluster starts");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cancel = CancellationToken::new();
-    let mut agents = Vec::new();
-    let mut disks = Vec::new();
-    if with_checkpointer {
-        for node in sim.control_plane_names() {
-            let manifests_dir = sim.manifests_dir(&node).expect("dir").to_path_buf();
-            let options =
-                CheckpointOptions::rooted_at(&node, manifests_dir, &dir.path().join(&node), SCALE);
-            disks.push(options.disk());
-            let args = ClientArgs {
-                kubeconfig: Some(sim.kubeconfig_path().to_path_buf()),
-                context: None,
-            };
-            let cancel = cancel.clone();
-            agents.push(tokio::spawn(async move {
-                let mut quiet = |_: &CheckpointRound| {};
-                checkpoint(&args, &options, &cancel, &mut quiet).await
-            }));
-        }
-        until(|| disks.iter().all(|d| d.keeps_every_component())).await;
-    }
+        .timings(SimTimings::scaled(SCALE));
+    let builder = if with_checkpointer {
+        let program = env!("CARGO_BIN_EXE_selfhost").into();
+        sim_checkpointer::with_checkpointer(builder, IMAGE, program, SCALE).expect("renders")
+    } else {
+        builder
+    };
+    let sim = builder.start().await.expect("cluster starts");
+    let disks: Vec<NodeDisk> = if with_checkpointer {
+        sim.control_plane_names()
+            .iter()
+            .map(|node| NodeDisk::of_kubeadm_node(&sim.node_root(node).expect("a directory")))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    until(|| disks.iter().all(|d| d.keeps_every_component())).await;
     sim.power_cycle(OFF).await;
     let on = Instant::now();
     let mut recovery = Recovery {
@@ -83,10 +79,6 @@ async fn run(nodes: usize, with_checkpointer: bool) -> Recovery {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    cancel.cancel();
-    for agent in agents {
-        let _ = agent.await;
     }
     sim.shutdown().await;
     recovery
