@@ -182,9 +182,12 @@ pub struct CheckpointInstallArgs {
     /// This node's name in the cluster.
     #[arg(long)]
     pub node: String,
-    /// The kubelet's static pod directory on this node.
+    /// The kubelet's static pod directory on this node, as the node sees it.
     #[arg(long, value_name = "DIR", default_value = DEFAULT_MANIFESTS_DIR)]
     pub manifests_dir: PathBuf,
+    /// Where the node's root filesystem is, when selfhost runs outside it.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub host_root: PathBuf,
     /// Its image and kubeconfig.
     #[command(flatten)]
     pub checkpointer: CheckpointerArgs,
@@ -414,9 +417,13 @@ pub struct ToSelfHostedArgs {
 /// What both conversions take.
 #[derive(Debug, Args)]
 pub struct NodeArgs {
-    /// The kubelet's static pod directory on this node.
+    /// The kubelet's static pod directory on this node, as the node sees it.
     #[arg(long, value_name = "DIR", default_value = DEFAULT_MANIFESTS_DIR)]
     pub manifests_dir: PathBuf,
+    /// Where the node's root filesystem is, when selfhost runs outside it (in a container
+    /// with the host mounted at /host, say): every host path is read and written beneath it.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub host_root: PathBuf,
     /// This node's name in the cluster (default: this host's name).
     #[arg(long, value_name = "NAME")]
     pub node: Option<String>,

@@ -42,8 +42,8 @@ INLINE = {("api.core.v1.Probe", "handler")}
 SCALARS = {"string": "Str", "bytes": "Bytes", "bool": "Bool", "int32": "I32", "int64": "I64",
            "double": "F64"}
 OUTPUTS = [
-    ("crates/selfhost-core/src/etcd/schema.rs", "super::wire"),
-    ("crates/selfhost-sim/src/etcd/schema.rs", "super::wire"),
+    ("crates/selfhost-core/src/etcd/schema.rs", "super::message"),
+    ("crates/selfhost-sim/src/etcd/schema.rs", "super::message"),
 ]
 
 

@@ -31,6 +31,7 @@ mod identity;
 mod manifests;
 mod measure;
 mod node_conversion;
+mod node_files;
 mod observer;
 mod outcome;
 mod permission;
@@ -57,7 +58,6 @@ pub use cluster_view::{ClusterView, ViewTimeout};
 pub use config_file::{ConfigFile, ConfigFileError};
 pub use connect::ConnectError;
 pub use convert::conversion_view::ConversionView;
-pub use convert::files::FilesError;
 pub use convert::{
     ComponentFigures, ComponentPlan as ComponentConversionPlan, ConversionPlan, ConvertError,
     ConvertReport, ConvertRequest, DEFAULT_DEADLINE as DEFAULT_CONVERT_DEADLINE, convert,
@@ -67,6 +67,7 @@ pub use events::{EVENTS_SCHEMA, Event, Events, Stamped};
 pub use health::{Health, readyz, server_version};
 pub use manifests::{ManifestEncoding, ManifestForm, ManifestsError};
 pub use node_conversion::NodeConversion;
+pub use node_files::FilesError;
 pub use observer::Observer;
 pub use outcome::ComponentOutcome;
 pub use plan::{ComponentPlan, PLAN_SCHEMA, Plan, PlanError, PlanRequest, RunningPod, make_plan};

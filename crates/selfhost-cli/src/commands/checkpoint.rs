@@ -18,11 +18,12 @@ use crate::args::{
 use crate::exit::{CliError, Outcome};
 use crate::ui;
 
-/// The checkpointer for `node`, written into `manifests_dir` (the host's own path: the tool
-/// runs on the node), started within the default patience.
+/// The checkpointer for `node`, its static pod written into `manifests_dir` (the path the node
+/// sees) beneath the node's root `host_root`, started within the default patience.
 pub fn install_request(
     node: &str,
     manifests_dir: &Path,
+    host_root: &Path,
     args: &CheckpointerArgs,
 ) -> CheckpointerInstall {
     CheckpointerInstall {
@@ -33,8 +34,16 @@ pub fn install_request(
             kubeconfig: args.checkpointer_kubeconfig.clone(),
             tuning: None,
         },
-        manifests_dir: manifests_dir.to_path_buf(),
+        manifests_dir: on_host(host_root, manifests_dir),
         patience: selfhost::DEFAULT_CHECKPOINTER_PATIENCE,
+    }
+}
+
+/// `path`, as the node sees it, beneath the node's root `host_root`.
+pub fn on_host(host_root: &Path, path: &Path) -> std::path::PathBuf {
+    match path.strip_prefix("/") {
+        Ok(relative) => host_root.join(relative),
+        Err(_) => host_root.join(path),
     }
 }
 
@@ -51,7 +60,12 @@ async fn run_install(
     global: &GlobalArgs,
     args: &CheckpointInstallArgs,
 ) -> Result<Outcome, CliError> {
-    let mut request = install_request(&args.node, &args.manifests_dir, &args.checkpointer);
+    let mut request = install_request(
+        &args.node,
+        &args.manifests_dir,
+        &args.host_root,
+        &args.checkpointer,
+    );
     request.patience = args.timeout;
     let outcome =
         install_checkpointer(&super::cluster::client_args(global), &request, args.dry_run).await?;

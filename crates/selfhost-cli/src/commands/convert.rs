@@ -3,6 +3,8 @@
 //! events on stdout with `-o json`) and the exit codes of docs/design.md. Ctrl-C stops at the
 //! next safe point; running the same command again continues.
 
+use std::path::Path;
+
 use anyhow::anyhow;
 use selfhost::{
     ComponentOutcome, ConversionPlan, ConvertRequest, DEFAULT_CONVERT_DEADLINE, Direction,
@@ -30,14 +32,25 @@ fn direction_name(direction: Direction) -> &'static str {
     }
 }
 
+/// The manifests directory as the node sees it (without the host root).
+fn node_view(request: &ConvertRequest) -> std::path::PathBuf {
+    match request.manifests_dir.strip_prefix(&request.host_root) {
+        Ok(inside) if request.host_root != Path::new("/") => Path::new("/").join(inside),
+        _ => request.manifests_dir.clone(),
+    }
+}
+
 /// The command that continues this run, for messages.
 fn resume_command(request: &ConvertRequest) -> String {
     let mut command = format!(
         "selfhost convert {} --node {} --manifests-dir {}",
         direction_name(request.direction),
         request.node,
-        request.manifests_dir.display()
+        node_view(request).display()
     );
+    if request.host_root != Path::new("/") {
+        command.push_str(&format!(" --host-root {}", request.host_root.display()));
+    }
     if request.certs_in_secrets {
         command.push_str(" --certs-in-secrets");
     }
@@ -76,7 +89,9 @@ fn request_from(
         })?,
     };
     let deadline = args.timeout.unwrap_or(DEFAULT_CONVERT_DEADLINE);
-    let mut request = ConvertRequest::new(direction, &node, &args.manifests_dir);
+    let manifests_dir = super::checkpoint::on_host(&args.host_root, &args.manifests_dir);
+    let mut request = ConvertRequest::new(direction, &node, manifests_dir);
+    request.host_root.clone_from(&args.host_root);
     request.certs_in_secrets = certs;
     request.config_file = config_file;
     request.dry_run = args.dry_run;
@@ -168,7 +183,8 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
     {
         request.checkpointer = Some(super::checkpoint::install_request(
             &request.node,
-            &request.manifests_dir,
+            &node_args.manifests_dir,
+            &node_args.host_root,
             &a.checkpointer,
         ));
     }
@@ -242,12 +258,17 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
             "not-restored",
             format!(
                 "node {} is converted {}, but {}; once the kubelet can run it: selfhost \
-                 checkpoint install --node {} --manifests-dir {}",
+                 checkpoint install --node {} --manifests-dir {}{}",
                 request.node,
                 direction_name(direction),
                 checkpointer.clone().unwrap_or_default(),
                 request.node,
-                request.manifests_dir.display()
+                node_view(&request).display(),
+                if request.host_root == Path::new("/") {
+                    String::new()
+                } else {
+                    format!(" --host-root {}", request.host_root.display())
+                }
             ),
         ),
         None if request.dry_run => (

@@ -213,7 +213,19 @@ impl Running {
 }
 
 impl Drop for Running {
+    /// Stops it as a user does, with Ctrl-C, so that it stops what it runs (the checkpointers'
+    /// processes among them); SIGKILL only if it does not stop in time.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -300,6 +312,29 @@ fn sim_with_its_checkpointers_comes_back_from_a_power_cut() {
             "the API serves again on the checkpoints within 60 s"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+    // Stopped as a user stops it, it stops its checkpointers' processes too.
+    let manifests = sim.manifests_dir().display().to_string();
+    drop(sim);
+    let agents = || {
+        std::fs::read_dir("/proc")
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        std::fs::read(e.path().join("cmdline"))
+                            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&manifests))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while agents() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpointer outlives selfhost sim"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

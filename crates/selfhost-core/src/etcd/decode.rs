@@ -10,7 +10,8 @@
 use serde_json::{Map, Value};
 
 use super::DecodeError;
-use super::wire::{Field, Fields, Kind, WireValue, message, varint};
+use super::message::{Field, Kind};
+use super::wire::{Fields, WireValue, message, varint};
 
 /// What decoding found that the schema does not know: fields of a newer Kubernetes than the
 /// schema's, skipped (k8s-openapi's types would drop them too), named `Message.field-number`.

@@ -13,6 +13,7 @@ mod decode;
 mod envelope;
 mod gateway;
 mod keys;
+mod message;
 mod schema;
 #[cfg(test)]
 mod tests;

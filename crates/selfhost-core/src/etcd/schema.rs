@@ -2,8 +2,8 @@
 //! numbers from k8s-pb 0.9.0, JSON names from k8s-openapi 0.29.0.
 //! Written by `crates/selfhost-core/scripts/protobuf-schema.py`; do not edit.
 
-use super::wire::Kind::*;
-use super::wire::{Message, many, msg, one};
+use super::message::Kind::*;
+use super::message::{Message, many, msg, one};
 
 /// Every message reachable from the stored kinds, sorted by name.
 #[rustfmt::skip]

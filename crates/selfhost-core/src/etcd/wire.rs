@@ -1,83 +1,7 @@
-//! The protobuf wire format, and the shape of the schema tables: a message is a name and its
-//! fields; a field is its number, its JSON name and the kind of value it holds.
+//! The protobuf wire format, read or written by the schema tables (`message.rs`).
 
 use super::DecodeError;
-
-/// What a field holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A UTF-8 string.
-    Str,
-    /// Bytes, base64 in JSON.
-    Bytes,
-    /// A bool.
-    Bool,
-    /// An int32.
-    I32,
-    /// An int64.
-    I64,
-    /// The message of that name.
-    Msg(&'static str),
-    /// The message of that name, whose fields Go embeds in the owner's JSON.
-    Inline(&'static str),
-    /// A map from strings to values of the kind.
-    Map(&'static Kind),
-    /// `meta.v1.Time`: seconds and nanos; RFC 3339 to the second in JSON.
-    Time,
-    /// `intstr.IntOrString`: a number or a string in JSON.
-    IntOrString,
-    /// `resource.Quantity`: its string in JSON.
-    Quantity,
-    /// `meta.v1.FieldsV1`: raw JSON.
-    FieldsV1,
-}
-
-/// One field of a message.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Field {
-    /// The field number.
-    pub tag: u32,
-    /// The name in JSON.
-    pub json: &'static str,
-    /// What it holds.
-    pub kind: Kind,
-    /// Whether it repeats (a JSON array).
-    pub repeated: bool,
-}
-
-/// One message of the schema.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Message {
-    /// Its name, e.g. `api.core.v1.PodSpec`.
-    pub name: &'static str,
-    /// Its fields, by number.
-    pub fields: &'static [Field],
-}
-
-/// A field that holds one value.
-pub(crate) const fn one(tag: u32, json: &'static str, kind: Kind) -> Field {
-    Field {
-        tag,
-        json,
-        kind,
-        repeated: false,
-    }
-}
-
-/// A repeated field.
-pub(crate) const fn many(tag: u32, json: &'static str, kind: Kind) -> Field {
-    Field {
-        tag,
-        json,
-        kind,
-        repeated: true,
-    }
-}
-
-/// A message.
-pub(crate) const fn msg(name: &'static str, fields: &'static [Field]) -> Message {
-    Message { name, fields }
-}
+use super::message::Message;
 
 /// The message of that name.
 pub(crate) fn message(name: &str) -> Option<&'static Message> {
@@ -171,6 +95,7 @@ pub(crate) fn varint(bytes: &mut &[u8]) -> Result<u64, DecodeError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::message::Kind;
     use super::*;
 
     #[test]

@@ -47,6 +47,7 @@ mod leader_gated_loop;
 mod leader_timeline;
 pub mod model;
 mod node_agent;
+mod node_input;
 mod prober;
 mod process_table;
 mod program_runner;

@@ -22,12 +22,13 @@ use super::events::{self, Involved, Source};
 use super::handover::ApiFrontEnd;
 use super::leader_gated_loop::sleep_until;
 use super::model::NodeContainers;
+pub(crate) use super::node_input::NodeInput;
 use super::process_table::ProcessTable;
 use super::registry::RegistryHandle;
 use crate::controllers::clock;
 use crate::controllers::kubelet::{
-    Kubelet, KubeletReport, NODE_LEASE_NAMESPACE, NodeState, PodRef, ProcessId, node_lease,
-    parse_manifest, static_pod,
+    Kubelet, KubeletReport, NODE_LEASE_NAMESPACE, NodeState, PodRef, node_lease, parse_manifest,
+    static_pod,
 };
 use crate::controllers::objects::condition;
 use crate::resources::{LEASES, NODES, PODS};
@@ -35,31 +36,6 @@ use crate::store::{DeleteOptions, Subresource, meta};
 
 /// The field manager and event source of kubelet writes.
 const KUBELET: &str = "kubelet";
-
-/// What a node's kubelet task is told.
-#[derive(Debug, Clone)]
-pub(crate) enum NodeInput {
-    /// A pod bound to the node was added or changed.
-    Pod(Arc<Value>),
-    /// A pod bound to the node is gone from the API (its uid).
-    Removed(String),
-    /// Every pod bound to the node now (the watch fell behind and started over): pods the
-    /// kubelet knows and that are not here are gone.
-    Resync(Vec<Arc<Value>>),
-    /// The machine changes state.
-    SetState(NodeState),
-    /// The kubelet process restarts; the machine and its containers stay up.
-    RestartKubelet,
-    /// A process ends itself (a leader that lost its Lease exits).
-    ExitProcess {
-        /// The process.
-        process: ProcessId,
-        /// Its exit code.
-        code: i32,
-        /// Its last words.
-        message: String,
-    },
-}
 
 /// What a node agent is made of.
 pub(crate) struct NodeAgent {

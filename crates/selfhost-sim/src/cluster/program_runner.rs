@@ -22,7 +22,7 @@ use std::process::Stdio;
 use rustix::process::{Pid, Signal};
 use tokio::sync::{mpsc, oneshot};
 
-use super::node_agent::NodeInput;
+use super::node_input::NodeInput;
 use crate::controllers::kubelet::{ContainerView, HostMount, ImageRef, ProcessId, Registry};
 
 /// The exit code a killed program is reported with when it has none.

@@ -6,7 +6,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use super::wire::{Field, Kind, message, put_bytes_field, put_varint_field};
+use super::message::{Field, Kind};
+use super::wire::{message, put_bytes_field, put_varint_field};
 
 /// The four bytes every protobuf object in etcd starts with.
 const MAGIC: &[u8] = b"k8s\0";

@@ -8,6 +8,7 @@
 
 mod encode;
 mod gateway;
+mod message;
 mod pki;
 mod schema;
 #[cfg(test)]

@@ -18,7 +18,7 @@ use selfhost_core::Component;
 use selfhost_core::checkpoint::{ActiveCopy, CHECKPOINT_DIR, Checkpoint};
 use serde::{Deserialize, Serialize};
 
-use crate::convert::files::{FilesError, write_whole};
+use crate::node_files::{FilesError, write_whole};
 
 /// Where kubeadm's kubelets read static pods.
 const KUBEADM_MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";

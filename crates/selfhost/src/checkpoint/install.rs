@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::disk::NodeDisk;
-use crate::convert::files::{FilesError, write_whole};
+use crate::node_files::{FilesError, write_whole};
 
 /// How long the kubelet may take to start the checkpointer before the install says it does
 /// not run: an image pull on a slow registry.

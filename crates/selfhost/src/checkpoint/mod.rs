@@ -31,8 +31,8 @@ use tokio_util::sync::CancellationToken;
 pub use disk::NodeDisk;
 
 use crate::client::Clients;
-use crate::convert::files::{FilesError, write_secret_file};
 use crate::health;
+use crate::node_files::{FilesError, write_secret_file};
 
 /// The granularity of a condition's `lastTransitionTime`.
 const CONDITION_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(1);

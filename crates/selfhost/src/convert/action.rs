@@ -13,11 +13,11 @@ use selfhost_core::conversion::{NODE_GATE_VALUE, gate_daemonset, node_gate_label
 use serde_json::json;
 
 use super::conversion_view::ConversionView;
-use super::files::NodeFiles;
 use super::{ConvertError, ConvertRequest, to_self_hosted, to_static};
 use crate::api_call::FailureKind;
 use crate::api_write::FIELD_MANAGER;
 use crate::client::Clients;
+use crate::node_files::NodeFiles;
 use crate::retry::with_retries;
 
 /// What every action of one component's conversion needs.

@@ -31,10 +31,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::files::{FilesError, NodeFiles};
 use crate::cluster_view::{Shared, ViewTimeout, spawn_reflector};
 use crate::identity::IdentityTracker;
 use crate::measure::Recorder;
+use crate::node_files::{FilesError, NodeFiles};
 use crate::observer::owned_by;
 
 /// Watches the kube-system Leases into a store, and shows every version of every Lease to the

@@ -22,11 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::action::{Context, perform};
 use super::conversion_view::ConversionView;
-use super::files::NodeFiles;
 use super::{ConvertError, ConvertReport, ConvertRequest};
 use crate::client::Clients;
 use crate::driver::{Acted, Change, Decision, DriveMode, StepName, drive};
 use crate::events::Events;
+use crate::node_files::NodeFiles;
 use crate::outcome::ComponentOutcome;
 
 /// A conversion of one component takes about ten decisions; more means the prediction does
@@ -67,7 +67,7 @@ pub(super) async fn walk(
             return Ok(report);
         }
     }
-    report.checkpointer = super::run::checkpointer(clients, request, true).await?;
+    report.checkpointer = super::checkpointer::finish(clients, request, true).await?;
     Ok(report)
 }
 

@@ -8,11 +8,11 @@
 //! instead of deleting them.
 
 mod action;
+mod checkpointer;
 pub mod config;
 pub mod conversion_view;
 mod dry_run;
 mod figures;
-pub mod files;
 mod preflight;
 mod run;
 mod to_self_hosted;
@@ -34,10 +34,10 @@ pub use run::convert;
 use crate::api_call::ApiCallError;
 use crate::checkpoint::install::{CheckpointerInstall, CheckpointerOutcome};
 use crate::cluster_view::ViewTimeout;
+use crate::node_files::FilesError;
 use crate::outcome::ComponentOutcome;
 use crate::retry::RetryPolicy;
 use crate::target::TargetError;
-use files::FilesError;
 
 /// Default of `--timeout`: how long one component may take to hand over.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);

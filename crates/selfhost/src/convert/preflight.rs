@@ -19,10 +19,10 @@ use serde::Serialize;
 
 use super::config::{ConfigSource, disagreements, resolve};
 use super::conversion_view::ConversionView;
-use super::files::NodeFiles;
 use super::to_self_hosted::certificate_uploads;
 use super::{ConvertError, ConvertRequest};
 use crate::api_call::FailureKind;
+use crate::node_files::NodeFiles;
 use crate::retry::with_retries;
 
 /// The longest a plan waits for a node that is where the run leads to settle (a leader

@@ -6,22 +6,21 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use selfhost_core::Component;
-use selfhost_core::conversion::decide::{ConvertStep, Direction, Mode, NodeComponent, next_step};
+use selfhost_core::conversion::decide::{ConvertStep, Mode, NodeComponent, next_step};
 use selfhost_core::observation::ApiHealth;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::action::{Context, perform};
 use super::conversion_view::ConversionView;
-use super::files::NodeFiles;
 use super::preflight::plan;
 use super::{ConvertError, ConvertReport, ConvertRequest};
-use crate::checkpoint::install::{self, CheckpointerOutcome};
 use crate::client::Clients;
 use crate::driver::{Acted, Change, Decision, DriveMode, MAX_REPEATS, StepName, drive};
 use crate::events::{Event, Events};
 use crate::health;
 use crate::measure::Recorder;
+use crate::node_files::NodeFiles;
 use crate::outcome::ComponentOutcome;
 
 /// The longest a wait goes without deciding again, even if no watch reported a change: time
@@ -98,28 +97,8 @@ pub async fn convert(
             return Ok(report);
         }
     }
-    report.checkpointer = checkpointer(clients, request, false).await?;
+    report.checkpointer = super::checkpointer::finish(clients, request, false).await?;
     Ok(report)
-}
-
-/// Once every component is converted: installs the checkpointer on a self-hosted node (when
-/// asked), removes it with its checkpoints from a node back on static pods.
-pub(super) async fn checkpointer(
-    clients: &Clients,
-    request: &ConvertRequest,
-    dry_run: bool,
-) -> Result<Option<CheckpointerOutcome>, ConvertError> {
-    Ok(match (request.direction, &request.checkpointer) {
-        (Direction::ToSelfHosted, Some(install)) => {
-            Some(install::install(&clients.api, install, dry_run).await?)
-        }
-        (Direction::ToSelfHosted, None) => None,
-        (Direction::ToStatic, _) => Some(install::remove(
-            &request.manifests_dir,
-            &request.host_root,
-            dry_run,
-        )?),
-    })
 }
 
 /// The conversion of one component on one node, as the loop of [`crate::driver`] runs it.

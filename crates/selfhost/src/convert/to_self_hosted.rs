@@ -17,10 +17,10 @@ use selfhost_core::daemonset::{
     CertSecret, DaemonSetOptions, certificate_secrets, kubeconfig_secrets,
 };
 
-use super::files::{FilesError, NodeFiles, read_host_file};
 use super::{ConvertError, ConvertRequest};
 use crate::api_call::FailureKind;
 use crate::api_write::FIELD_MANAGER;
+use crate::node_files::{FilesError, NodeFiles, read_host_file};
 use crate::retry::with_retries;
 
 /// The Secrets a self-hosted DaemonSet mounts, read from the host: every Secret one of its

@@ -11,8 +11,8 @@ use selfhost_core::Component;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::conversion::{secret_files, static_pod_from_template};
 
-use super::files::{NodeFiles, write_secret_file};
 use super::{ConvertError, ConvertRequest};
+use crate::node_files::{NodeFiles, write_secret_file};
 use crate::retry::with_retries;
 
 /// Writes the static manifest of `component` from `ds`; returns the files written from

@@ -27,7 +27,7 @@ pub use etcd::EtcdAccess;
 
 use crate::checkpoint::NodeDisk;
 use crate::client::Clients;
-use crate::convert::files::{FilesError, write_secret_file};
+use crate::node_files::{FilesError, write_secret_file};
 
 /// The default of `--timeout`: how long the API may take to serve once the files are written.
 pub const DEFAULT_RECOVER_TIMEOUT: Duration = Duration::from_secs(300);

@@ -1,7 +1,8 @@
-//! The node's side of a conversion: the kubelet's manifests directory, the backup directory
-//! manifests are moved into (never deleted), and the files certificates-in-Secrets need.
+//! The node's files: the kubelet's manifests directory, the backup directory a conversion
+//! moves manifests into (never deleted), and the files certificates-in-Secrets, checkpoints
+//! and recoveries need.
 //!
-//! The tool runs on the node, so these are plain local files. Every write that the kubelet may
+//! The tool runs on the node (or beside its root filesystem), so these are plain local files. Every write that the kubelet may
 //! read is made whole first and renamed into place, so the kubelet never sees half a manifest.
 
 use std::io::Write;
