@@ -3,16 +3,19 @@
 
 mod campaign;
 mod checkpoint;
+mod checkpointed;
 mod convert;
 mod demo;
 mod hostile;
 mod kubectl_apply;
 mod layout;
 mod manifests;
+mod power_cuts;
 mod preflight;
 mod prepull;
 mod progress;
 mod rbac;
+mod reboot;
 mod recover;
 mod report;
 mod resume;
