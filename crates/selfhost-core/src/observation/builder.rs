@@ -158,6 +158,8 @@ impl World {
                         ready: NodeReadiness::Ready,
                         ready_since: Some(t(-7200)),
                         unschedulable: false,
+                        labels: BTreeMap::new(),
+                        taints: Vec::new(),
                     })
                     .collect(),
                 api: ApiHealth {

@@ -1,5 +1,8 @@
 //! One observation of a component, and what it says of the nodes, their hosts and the API.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
@@ -183,6 +186,12 @@ pub struct NodeObservation {
     pub ready_since: Option<Timestamp>,
     /// Whether it is cordoned.
     pub unschedulable: bool,
+    /// Its labels, which a pod template's node selector and node affinity select on.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Its taints, which a pod template must tolerate to run there.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
 }
 
 /// The API server's health as seen through the engine's probe client (no retries).

@@ -199,6 +199,12 @@ impl NodeObservation {
                 .as_ref()
                 .and_then(|s| s.unschedulable)
                 .unwrap_or(false),
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            taints: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default(),
         }
     }
 }

@@ -234,6 +234,8 @@ fn with_nodes(nodes: &[(&str, Option<&str>)]) -> Observation {
                 ready: NodeReadiness::Ready,
                 ready_since: None,
                 unschedulable: false,
+                labels: Default::default(),
+                taints: Vec::new(),
             })
             .collect(),
         api: ApiHealth::default(),

@@ -54,6 +54,14 @@ impl Pivot<'_> {
             .collect()
     }
 
+    /// Adds to `pending` the nodes only the backup covers, each in place of the rollout's
+    /// plainer line about the same node having no pod yet.
+    pub(super) fn add_backup_cover(&self, pending: &mut Vec<String>, backup: &BackupObservation) {
+        let covered = self.nodes_only_the_backup_covers(backup);
+        pending.retain(|line| !covered.iter().any(|c| c.starts_with(line.as_str())));
+        pending.extend(covered);
+    }
+
     /// The earliest moment the decision can change by time alone: the deadline, the end of a
     /// soak, the moment identity publishing is decided.
     pub(super) fn recheck(&self, deadline: Timestamp) -> Option<Timestamp> {

@@ -229,7 +229,7 @@ impl Pivot<'_> {
     fn rollback_pending(&self, backup: &BackupObservation) -> Vec<String> {
         let mut pending = self.serving_progress(false);
         pending.extend(self.backup_may_serve_where_real_does_not(backup));
-        pending.extend(self.nodes_only_the_backup_covers(backup));
+        self.add_backup_cover(&mut pending, backup);
         pending
     }
 

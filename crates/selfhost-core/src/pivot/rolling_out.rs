@@ -23,7 +23,7 @@ impl Pivot<'_> {
         original: &PodTemplateSpec,
     ) -> Step {
         let mut progress = self.serving_progress(true);
-        progress.extend(self.nodes_only_the_backup_covers(backup));
+        self.add_backup_cover(&mut progress, backup);
         progress.extend(self.vacating_pending());
         if progress.is_empty() {
             return self

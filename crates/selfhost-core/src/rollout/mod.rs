@@ -7,6 +7,7 @@
 //! template we want" means is decided semantically (see [`template`]), because the API server
 //! fills in defaults that the rendered template does not spell out.
 
+mod placement;
 mod signals;
 pub mod template;
 #[cfg(test)]
@@ -14,6 +15,7 @@ mod tests;
 
 use serde::Serialize;
 
+pub use placement::places_on;
 pub use signals::{
     CRASH_LOOP_REASONS, FailureSignal, IMAGE_FAILURE_REASONS, OUTAGE_SETTLE, SignalPolicy,
     exits_count_after, failure_signals, stuck,
@@ -127,7 +129,30 @@ pub fn rollout_progress(obs: &Observation, ds: &DaemonSetObservation) -> Progres
             .iter()
             .filter_map(|pod| pod_not_rolled_out(obs, ds, pod)),
     );
+    pending.extend(nodes_without_a_pod(obs, ds));
     Progress { pending }
+}
+
+/// The control-plane nodes `ds`'s template is meant to run on where it has no pod at all.
+/// While a node is not Ready the DaemonSet's status leaves it out (see [`places_on`]), so a
+/// rollout is complete only once every such node has its pod again.
+fn nodes_without_a_pod(obs: &Observation, ds: &DaemonSetObservation) -> Vec<String> {
+    obs.nodes
+        .iter()
+        .filter(|node| places_on(&ds.template, node))
+        .filter(|node| ds.pods_on(&node.name).next().is_none())
+        .map(|node| {
+            if obs.node_is_ready(&node.name) {
+                format!("{}: no pod of {} yet", node.name, ds.name)
+            } else {
+                format!(
+                    "{}: no pod of {}, and the node is not Ready (the DaemonSet controller \
+                     places none there until it is)",
+                    node.name, ds.name
+                )
+            }
+        })
+        .collect()
 }
 
 /// What still keeps a rollout from being complete; complete when nothing does.

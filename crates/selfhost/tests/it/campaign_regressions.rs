@@ -249,3 +249,126 @@ async fn all_prepull_pods_ready(client: &kube::Client, nodes: usize, deadline: I
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The live pods of a component on each node (by `spec.nodeName`, empty while unbound).
+type PodsByNode = std::collections::BTreeMap<String, Vec<String>>;
+
+/// A control-plane node turns NotReady just as the scheduler's pivot, its backup removed,
+/// stops a real pod on it that may hold the leader Lease (the fault campaign's run with three
+/// control-plane nodes, `--prepull`, a SIGKILL and a NotReady window). The node lifecycle
+/// controller taints the node `not-ready:NoSchedule`, so the DaemonSet controller no longer
+/// counts it among the nodes that should run a daemon pod and creates none there: the
+/// DaemonSet wants two pods and has two. Before the fix the pivot took that status for a
+/// complete rollout and reported the component done with the node left without its pod. Now
+/// it waits for the node's pod, which comes once the node is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn done_waits_for_a_pod_on_a_node_that_was_not_ready_when_its_pod_was_stopped() {
+    use std::sync::{Arc, Mutex};
+
+    use selfhost::Event;
+    use selfhost_sim::controllers::kubelet::NodeState;
+    use selfhost_sim::resources::PODS;
+    use selfhost_sim::store::ListOptions;
+
+    let sim = Arc::new(cluster_with(3, None).await);
+    let app = Component::Scheduler.app_label_value();
+    // Whether the backup's removal was asked for, the node made NotReady, and the
+    // scheduler's pods per node when the pivot said done.
+    let backup_removed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let not_ready: Arc<Mutex<Option<String>>> = Arc::default();
+    let at_done: Arc<Mutex<Option<PodsByNode>>> = Arc::default();
+    let on_event = {
+        let (sim, backup_removed, not_ready, at_done, app) = (
+            sim.clone(),
+            backup_removed.clone(),
+            not_ready.clone(),
+            at_done.clone(),
+            app.clone(),
+        );
+        move |stamped: &selfhost::Stamped, _: &tokio_util::sync::CancellationToken| {
+            use std::sync::atomic::Ordering;
+            match &stamped.event {
+                Event::Action {
+                    component: Component::Scheduler,
+                    step,
+                    ..
+                } if step == "remove-backup" => backup_removed.store(true, Ordering::SeqCst),
+                Event::Step {
+                    component: Component::Scheduler,
+                    step,
+                    description,
+                } if step == "stop-possible-lease-holder"
+                    && backup_removed.load(Ordering::SeqCst)
+                    && description.contains(&format!("pod {app}-")) =>
+                {
+                    let mut chosen = not_ready.lock().unwrap();
+                    let node = description
+                        .split(" on ")
+                        .nth(1)
+                        .and_then(|rest| rest.split(',').next());
+                    if chosen.is_none()
+                        && let Some(node) = node
+                    {
+                        sim.set_node_state(node, NodeState::NotReady)
+                            .expect("the node is told");
+                        *chosen = Some(node.to_string());
+                    }
+                }
+                // A NotReady node makes no progress: the node comes back once the pivot
+                // waits for something there.
+                Event::Waiting {
+                    component: Component::Scheduler,
+                    pending,
+                    ..
+                } => {
+                    let chosen = not_ready.lock().unwrap();
+                    if let Some(node) = chosen.as_deref()
+                        && pending.iter().any(|p| p.starts_with(&format!("{node}:")))
+                    {
+                        sim.set_node_state(node, NodeState::Up)
+                            .expect("the node is told");
+                    }
+                }
+                Event::Step {
+                    component: Component::Scheduler,
+                    step,
+                    ..
+                } if step == "done" => {
+                    let pods = sim
+                        .store()
+                        .list(&PODS, &ListOptions::default())
+                        .expect("the store lists")
+                        .items;
+                    let mut by_node = PodsByNode::new();
+                    for pod in pods.iter().filter(|p| {
+                        p.pointer("/metadata/labels/k8s-app")
+                            .and_then(|v| v.as_str())
+                            == Some(app.as_str())
+                            && p.pointer("/metadata/deletionTimestamp").is_none()
+                    }) {
+                        let node = pod["spec"]["nodeName"].as_str().unwrap_or("").to_string();
+                        let name = pod["metadata"]["name"].as_str().unwrap_or("").to_string();
+                        by_node.entry(node).or_default().push(name);
+                    }
+                    *at_done.lock().unwrap() = Some(by_node);
+                }
+                _ => {}
+            }
+        }
+    };
+    let (report, _, _) = crate::apply_to(&sim, TO, &ApplyOptions::default(), on_event).await;
+    assert_eq!(report.outcome, RunOutcome::Done);
+    let at_done = at_done
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the scheduler's pivot said done");
+    for node in sim.control_plane_names() {
+        assert_eq!(
+            at_done.get(&node).map(Vec::len),
+            Some(1),
+            "{node}: one live scheduler pod when the pivot said done (NotReady during the pivot: {:?}); by node: {at_done:?}",
+            not_ready.lock().unwrap()
+        );
+    }
+}

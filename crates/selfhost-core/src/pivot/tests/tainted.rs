@@ -7,7 +7,7 @@
 
 use super::builder::{Pod, World, target};
 use super::{check, row};
-use crate::component::Component::{self, ApiServer, ControllerManager};
+use crate::component::Component::{self, ApiServer, ControllerManager, Scheduler};
 use crate::observation::Observation;
 
 /// Three nodes on the target except cp-3, whose real pod the rolling update deleted while
@@ -71,6 +71,65 @@ fn the_backup_stays_while_a_node_has_only_its_pod() {
             target(ControllerManager),
             "remove-backup",
             &[],
+        ),
+    ]);
+}
+
+/// No backup any more, the real DaemonSet on the target, and cp-3 without its pod: deleted
+/// there (a possible Lease holder stopped for the hand-over, or the rolling update's old pod)
+/// while the node was NotReady and tainted, so the DaemonSet controller counts two desired
+/// pods and creates none on cp-3 until the taint is gone.
+fn verifying_gap(component: Component, not_ready: bool) -> Observation {
+    let mut world = World::steady(component, 3)
+        .leader("cp-1", 95)
+        .updated()
+        .all_new(60)
+        .real_pods_gone("cp-3");
+    if not_ready {
+        world = world.node_not_ready("cp-3");
+    }
+    let mut obs = world.at(100).build();
+    if let Some(real) = obs.real.as_mut() {
+        real.status.desired = 2;
+        real.status.current = 2;
+        real.status.updated = 2;
+        real.status.ready = 2;
+        real.status.available = 2;
+        real.status.unavailable = 0;
+    }
+    obs
+}
+
+#[test]
+fn a_component_is_not_done_while_a_node_has_no_pod_of_it() {
+    check(vec![
+        row(
+            "the node is NotReady: the DaemonSet wants two pods and has them",
+            verifying_gap(Scheduler, true),
+            target(Scheduler),
+            "wait-for-rollout",
+            &["cp-3: no pod of self-hosted-kube-scheduler, and the node is not Ready"],
+        ),
+        row(
+            "the node is Ready again, the DaemonSet's status not recounted yet",
+            verifying_gap(Scheduler, false),
+            target(Scheduler),
+            "wait-for-rollout",
+            &["cp-3: no pod of self-hosted-kube-scheduler yet"],
+        ),
+        row(
+            "the controller-manager alike",
+            verifying_gap(ControllerManager, true),
+            target(ControllerManager),
+            "wait-for-rollout",
+            &["cp-3: no pod of self-hosted-kube-controller-manager"],
+        ),
+        row(
+            "the kube-apiserver alike",
+            verifying_gap(ApiServer, true),
+            target(ApiServer),
+            "wait-for-rollout",
+            &["cp-3: no pod of self-hosted-kube-apiserver"],
         ),
     ]);
 }
