@@ -142,6 +142,12 @@ async fn a_checkpointed_control_plane_comes_back_from_a_power_cut_and_hands_back
     .await;
     let pod = std::fs::read_to_string(checkpoints.join("kube-apiserver/pod.yaml")).expect("kept");
     assert!(pod.contains("--permit-port-sharing=true"), "{pod}");
+    // What admission added for the ServiceAccount (the API keeps it on the pod) would keep
+    // the static copy from starting without the API: it is not kept.
+    assert!(
+        !pod.contains("kube-api-access") && !pod.contains("serviceAccount"),
+        "{pod}"
+    );
     assert!(
         active_copies(&manifests).is_empty(),
         "nothing active while the API serves"

@@ -256,9 +256,10 @@ fn activated(obs: &NodeCheckpoints, copy: &ActiveCopy, pod: Option<&RunningPod>)
     let copy_state = if copy.serving {
         format!("the copy of revision {revision} serves on this node")
     } else {
+        // When, not for how long: the agent says a wait again only when its words change.
         format!(
-            "the copy of revision {revision}, active for {}, does not serve yet",
-            whole_seconds(time::age(obs.now, copy.since))
+            "the copy of revision {revision}, active since {}, does not serve yet",
+            copy.since
         )
     };
     match (obs.api, pod) {

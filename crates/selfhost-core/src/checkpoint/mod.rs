@@ -55,6 +55,7 @@ mod decide;
 mod observation;
 mod phase;
 mod policy;
+mod static_copy;
 mod step;
 #[cfg(test)]
 mod tests;
@@ -67,4 +68,5 @@ pub use decide::{decide, next_step, phase};
 pub use observation::{ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, RunningPod};
 pub use phase::CheckpointPhase;
 pub use policy::{CheckpointPolicy, DEFAULT_API_GRACE, DEFAULT_SOAK, MIN_API_GRACE};
+pub use static_copy::{copy_name, static_copy};
 pub use step::CheckpointStep;

@@ -12,6 +12,14 @@ pub(crate) fn default(rt: &ResourceType, obj: &mut Value) {
     crate::defaults::apply_defaults(rt, obj);
 }
 
+/// The mutating admission a real apiserver runs on a new object (after defaulting): the
+/// ServiceAccount admission's for pods.
+pub(crate) fn admit_create(rt: &ResourceType, obj: &mut Value) {
+    if (rt.group, rt.kind) == ("", "Pod") {
+        crate::service_account_admission::admit_pod(obj);
+    }
+}
+
 /// Validation of a new object (after defaulting).
 pub(crate) fn validate_create(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
     crate::validation::validate_create(rt, obj)

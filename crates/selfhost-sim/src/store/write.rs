@@ -154,6 +154,7 @@ pub(crate) fn create(
         return Err(ApiError::already_exists(rt, &name));
     }
     admission::default(rt, &mut obj);
+    admission::admit_create(rt, &mut obj);
     strategy::prepare_for_create(rt, &mut obj);
     {
         let m = meta::metadata_mut(&mut obj);

@@ -198,7 +198,7 @@ impl NodeDisk {
         now: Timestamp,
     ) -> Result<PathBuf, FilesError> {
         let mut pod = pod.clone();
-        pod.metadata.name = Some(format!("selfhost-checkpoint-{}", component.name()));
+        pod.metadata.name = Some(selfhost_core::checkpoint::copy_name(component));
         let annotations = pod
             .metadata
             .annotations

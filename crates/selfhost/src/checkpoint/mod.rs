@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::ListParams;
@@ -25,7 +25,7 @@ use selfhost_core::checkpoint::{
     self, CheckpointPolicy, CheckpointStep, ComponentOnNode, NodeCheckpoints, RunningPod,
 };
 use selfhost_core::component::NAMESPACE;
-use selfhost_core::conversion::{secret_files, static_pod_from_template};
+use selfhost_core::conversion::secret_files;
 use tokio_util::sync::CancellationToken;
 
 pub use disk::NodeDisk;
@@ -241,7 +241,8 @@ async fn act(
                 .and_then(|p| p.get(&component))
                 .filter(|p| p.metadata.uid.as_deref() == Some(pod_uid.as_str()))
                 .ok_or_else(|| CheckpointError::Pod(format!("pod {pod_uid} is gone")))?;
-            let copy = static_copy(component, pod)?;
+            let copy = checkpoint::static_copy(component, pod)
+                .map_err(|e| CheckpointError::Pod(e.to_string()))?;
             write_secret_files(clients, options, pod).await?;
             disk.keep(component, &copy, revision, image, now)?;
         }
@@ -250,27 +251,6 @@ async fn act(
         CheckpointStep::Wait { .. } | CheckpointStep::Nothing { .. } => {}
     }
     Ok(())
-}
-
-/// The static form of a DaemonSet pod: its template as `convert to-static` writes it, named
-/// apart from any static pod of kubeadm's.
-fn static_copy(component: Component, pod: &Pod) -> Result<Pod, CheckpointError> {
-    let template = PodTemplateSpec {
-        metadata: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            labels: pod.metadata.labels.clone(),
-            annotations: None,
-            ..Default::default()
-        }),
-        spec: pod.spec.clone(),
-    };
-    let mut copy = static_pod_from_template(component, &template)
-        .map_err(|e| CheckpointError::Pod(e.to_string()))?;
-    copy.metadata.name = Some(format!("selfhost-checkpoint-{}", component.name()));
-    if let Some(labels) = copy.metadata.labels.as_mut() {
-        labels.remove("controller-revision-hash");
-        labels.remove("pod-template-generation");
-    }
-    Ok(copy)
 }
 
 /// Writes the files the pod reads from Secrets to the host, where they are missing, so that
