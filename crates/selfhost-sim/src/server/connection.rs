@@ -30,11 +30,6 @@ use crate::faults::RequestFacts;
 /// Numbers connections in the debug events, so that one connection's life can be followed.
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(0);
 
-/// How long Go's HTTP server (kube-apiserver's) lets a connection that has not begun a request
-/// stay open once it shuts down: `Server.Shutdown` closes idle connections, and counts a new
-/// one (`StateNew`) as idle only after five seconds. Go's constant, in real seconds.
-const NEW_CONNECTION_IDLE: Duration = Duration::from_secs(5);
-
 pub(super) async fn accept_loop(
     listener: TcpListener,
     core: Arc<Core>,
@@ -181,7 +176,12 @@ async fn serve_connection<S>(
     tokio::pin!(http);
     // Closing: the listener closed. Waiting: this connection has not begun a request yet,
     // and Go's server leaves such a new connection open (`StateNew`) until it either begins
-    // one, answered with keep-alive off, or has been new for `NEW_CONNECTION_IDLE`.
+    // one, answered with keep-alive off, or has been new for the process's
+    // `new_connection_idle` — on the cluster's clock, so that it ends within the grace period
+    // as it does on a real one, and a connection a client opened long before and left unused
+    // in its pool is closed with the other idle ones rather than cut at the exit under the
+    // request the client later sends on it.
+    let idle_after = accepted + process.new_connection_idle();
     let (mut closing, mut waiting) = (false, false);
     loop {
         tokio::select! {
@@ -197,7 +197,7 @@ async fn serve_connection<S>(
             _ = process.listener_closed().cancelled(), if !closing => {
                 closing = true;
                 let begun = requests.load(Ordering::SeqCst);
-                waiting = begun == 0 && accepted.elapsed() < NEW_CONNECTION_IDLE;
+                waiting = begun == 0 && tokio::time::Instant::now() < idle_after;
                 tracing::debug!(target: WIRE, conn, process = process.label(), requests = begun, waiting, "listener closed");
                 if !waiting {
                     http.as_mut().graceful_shutdown();
@@ -208,7 +208,7 @@ async fn serve_connection<S>(
                 tracing::debug!(target: WIRE, conn, process = process.label(), "first request after the listener closed: answered with keep-alive off");
                 http.as_mut().graceful_shutdown();
             }
-            _ = tokio::time::sleep_until(accepted + NEW_CONNECTION_IDLE), if waiting => {
+            _ = tokio::time::sleep_until(idle_after), if waiting => {
                 waiting = false;
                 http.as_mut().graceful_shutdown();
             }

@@ -20,7 +20,10 @@ pub const PROBER_USER_AGENT: &str = "selfhost-sim-prober";
 /// A header naming each probe attempt (`read-<n>`, `write-<n>`, counted from 0 in each
 /// series, the index of its sample), so that the server's log can tell attempts apart.
 pub const PROBE_HEADER: &str = "x-selfhost-probe";
-pub use routing::{ConnectionRouter, ProcessOrigin, ProcessTimes, Route, ServingProcess, Verdict};
+pub use routing::{
+    ConnectionRouter, NEW_CONNECTION_IDLE, ProcessOrigin, ProcessTimes, Route, ServingProcess,
+    Verdict,
+};
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::body::Body;
 use http::Response;
@@ -26,6 +27,13 @@ use crate::error::ApiError;
 /// close and exit; each connection accepted, closed and cut; each prober request with the
 /// connection and process that read it (`RUST_LOG=selfhost_sim::wire=debug`).
 pub(crate) const WIRE: &str = "selfhost_sim::wire";
+
+/// How long Go's HTTP server (kube-apiserver's) lets a connection that has not begun a request
+/// stay open once it shuts down: `Server.Shutdown` closes idle connections, and counts a new
+/// one (`StateNew`) as idle only after five seconds. Go's constant, in real seconds; a scaled
+/// cluster's processes divide it like every other duration of a stopping kube-apiserver
+/// (`HandoverTimings::new_connection_idle`).
+pub const NEW_CONNECTION_IDLE: Duration = Duration::from_secs(5);
 
 /// Decides, per accepted connection, who serves it.
 pub trait ConnectionRouter: std::fmt::Debug + Send + Sync {
@@ -77,6 +85,7 @@ pub struct ServingProcess {
     listener_closed: CancellationToken,
     exited: CancellationToken,
     connections: AtomicU64,
+    new_connection_idle: Duration,
 }
 
 /// How one request is answered.
@@ -100,6 +109,17 @@ impl ServingProcess {
         origin: Option<ProcessOrigin>,
         times: ProcessTimes,
     ) -> Arc<Self> {
+        Self::in_pod_idling_after(label, origin, times, NEW_CONNECTION_IDLE)
+    }
+
+    /// A running process named `label`, in the pod `origin`, that once it shuts down counts
+    /// a connection as idle when it has not begun a request for `new_connection_idle`.
+    pub fn in_pod_idling_after(
+        label: impl Into<String>,
+        origin: Option<ProcessOrigin>,
+        times: ProcessTimes,
+        new_connection_idle: Duration,
+    ) -> Arc<Self> {
         Arc::new(ServingProcess {
             label: label.into(),
             origin,
@@ -108,7 +128,14 @@ impl ServingProcess {
             listener_closed: CancellationToken::new(),
             exited: CancellationToken::new(),
             connections: AtomicU64::new(0),
+            new_connection_idle,
         })
+    }
+
+    /// How long, once it shuts down, it leaves a connection open that has not begun a
+    /// request, counted from the connection's accept.
+    pub fn new_connection_idle(&self) -> Duration {
+        self.new_connection_idle
     }
 
     /// Its name.

@@ -252,10 +252,11 @@ impl ApiFrontEnd {
                         pod: view.pod.name.clone(),
                         image: view.image.clone(),
                     };
-                    let serving = ServingProcess::in_pod(
+                    let serving = ServingProcess::in_pod_idling_after(
                         format!("{node}/{}#{}", view.pod.name, view.id),
                         Some(origin),
                         self.times_of(&view),
+                        self.timings.new_connection_idle,
                     );
                     if view.stopping {
                         serving.signal_shutdown();

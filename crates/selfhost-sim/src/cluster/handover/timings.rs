@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::server::NEW_CONNECTION_IDLE;
+
 /// The hand-over model's durations. [`HandoverTimings::realistic`] holds the measured values;
 /// [`HandoverTimings::scaled`] divides them like every other latency of a scaled cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +25,10 @@ pub struct HandoverTimings {
     /// How often the load balancer checks each node's `/readyz` (HAProxy's default `inter`,
     /// 2 s).
     pub balancer_check_interval: Duration,
+    /// How long a stopping kube-apiserver leaves a connection open that has not begun its
+    /// first request (Go's `http.Server.Shutdown` counts a `StateNew` connection as idle once
+    /// it is 5 s old).
+    pub new_connection_idle: Duration,
     /// Durations pod specs give in seconds (grace periods, probe periods,
     /// `--shutdown-delay-duration`) are divided by this, so that they run on the cluster's
     /// clock: 1 for real time, `factor` for [`HandoverTimings::scaled`].
@@ -38,6 +44,7 @@ impl HandoverTimings {
             authorization_after_accept: Duration::from_millis(300),
             probe_period: Duration::from_secs(1),
             balancer_check_interval: Duration::from_secs(2),
+            new_connection_idle: NEW_CONNECTION_IDLE,
             spec_seconds_divisor: 1,
         }
     }
@@ -63,6 +70,7 @@ impl HandoverTimings {
             authorization_after_accept: real.authorization_after_accept / factor,
             probe_period: real.probe_period / factor,
             balancer_check_interval: real.balancer_check_interval / factor,
+            new_connection_idle: real.new_connection_idle / factor,
             spec_seconds_divisor: factor,
         }
     }
@@ -84,6 +92,8 @@ mod tests {
             let t = HandoverTimings::scaled(factor);
             assert!(t.socket_after < t.accept_after, "factor {factor}");
             assert_eq!(t.accept_after * factor, Duration::from_millis(1_700));
+            // Go's idle rule for new connections keeps its place within the grace period.
+            assert_eq!(t.new_connection_idle * factor, Duration::from_secs(5));
             assert_eq!(t.spec_seconds_divisor, factor);
         }
         assert_eq!(HandoverTimings::scaled(1), HandoverTimings::realistic());

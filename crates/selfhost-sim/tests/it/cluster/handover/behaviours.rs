@@ -279,6 +279,53 @@ async fn with_a_shutdown_delay_a_leaving_apiserver_keeps_serving_with_readyz_fai
     cluster.shutdown().await;
 }
 
+/// A connection a client opened and left unused (a pooled one, dialled for a request that
+/// another connection took) is idle to Go's server once it is older than five seconds: a
+/// stopping kube-apiserver closes it with the other idle ones when it leaves the port, on the
+/// cluster's clock, well before the exit at the end of the grace period would cut it under a
+/// request the client sends on it later.
+#[tokio::test]
+async fn a_leaving_apiserver_closes_a_connection_left_unused_for_long_as_an_idle_one() {
+    let cluster = start(cluster(1, true, model())).await;
+    let addr = cluster.server().address();
+    let opened = Instant::now();
+    let mut unused = KeepAlive::open(addr).await;
+    let old = real_process(&cluster, "cp-1").unwrap();
+    create_backup(&cluster, "kube-apiserver", None).await;
+    until("the backup Ready", || {
+        backup_process(&cluster).is_some_and(|p| p.ready)
+    })
+    .await;
+    let idle = scaled(selfhost_sim::server::NEW_CONNECTION_IDLE);
+    until(
+        "the unused connection older than Go's idle time for new ones",
+        || opened.elapsed() > idle,
+    )
+    .await;
+
+    system_pods(&cluster)
+        .delete(&old.pod, &DeleteParams::default())
+        .await
+        .unwrap();
+    until("the old process off the port", || {
+        processes(&cluster)
+            .iter()
+            .any(|p| p.uid == old.uid && p.process == old.process && !p.holds_port)
+    })
+    .await;
+    assert!(
+        unused.closed_within(scaled(Duration::from_secs(30))).await,
+        "the unused connection is closed"
+    );
+    assert!(
+        processes(&cluster)
+            .iter()
+            .any(|p| p.uid == old.uid && p.process == old.process),
+        "closed as an idle connection while the old process lingers, not cut at its exit"
+    );
+    cluster.shutdown().await;
+}
+
 /// When the backup pod was first reported Ready, as its kubelet saw it.
 async fn backup_reported_ready(cluster: &SimCluster) -> Instant {
     until("the backup pod reported Ready", || {
