@@ -485,6 +485,41 @@ impl TestBed {
         Ok(())
     }
 
+    /// Adds an image `…/<component>:<tag>` that runs `program` (the `selfhost` binary for its
+    /// checkpointer, say).
+    ///
+    /// # Errors
+    /// The link cannot be made.
+    pub fn add_program_image(
+        &self,
+        tag: &str,
+        component: &str,
+        program: &Path,
+    ) -> Result<(), BedError> {
+        let dir = self.images.join(tag);
+        std::fs::create_dir_all(&dir).map_err(|e| BedError::io(&dir, e))?;
+        let path = dir.join(component);
+        std::os::unix::fs::symlink(program, &path).map_err(|e| BedError::io(&path, e))
+    }
+
+    /// Cuts the power of every node and gives it back: every kubelet and every process it
+    /// started ends at once, then every kubelet starts again, as after a boot. etcd and the
+    /// balancer are not nodes of the control plane here and keep running (etcd's data is what
+    /// a real power cut keeps on disk).
+    ///
+    /// # Errors
+    /// A kubelet cannot be started again.
+    pub async fn power_cycle(&mut self) -> Result<(), BedError> {
+        for index in 0..self.nodes.len() {
+            self.stop_kubelet(index).await;
+        }
+        self.kill_containers();
+        for index in 0..self.nodes.len() {
+            self.start_kubelet(index)?;
+        }
+        Ok(())
+    }
+
     /// Fails when etcd, the balancer or a kubelet has exited.
     ///
     /// # Errors

@@ -14,14 +14,16 @@ mod support;
 
 use selfhost_e2e::binaries::TO_TAG;
 
-/// One node, every command in turn: convert, the upgrade killed inside each component's pivot
+/// One node, every command in turn: convert (the checkpointer installed), a power cut of the
+/// node survived on the checkpoints, the upgrade killed inside each component's pivot
 /// and run again until it finishes, the same command again, two failed targets rolled back,
 /// convert back. (The upgrade's figures without kills come from `benches/real.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real-process bed: crates/selfhost-e2e/scripts/build-kubernetes.sh"]
 async fn one_node_lifecycle() {
-    let (bed, binaries) = support::bed(1).await;
+    let (mut bed, binaries) = support::bed(1).await;
     scenarios::convert_to_self_hosted(&bed).await;
+    scenarios::power_cut_comes_back(&mut bed).await;
     scenarios::killed_runs_resume(&bed).await;
     scenarios::nothing_to_do(&bed, TO_TAG).await;
     scenarios::failed_targets_roll_back(&bed, &binaries, TO_TAG).await;
@@ -29,13 +31,15 @@ async fn one_node_lifecycle() {
     bed.stop().await;
 }
 
-/// Three nodes behind HAProxy: convert, the upgrade killed in each pivot and resumed, the
+/// Three nodes behind HAProxy: convert, a power cut of every node survived on the
+/// checkpoints, the upgrade killed in each pivot and resumed, the
 /// same command again, a target that cannot be pulled rolled back, convert back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real-process bed: crates/selfhost-e2e/scripts/build-kubernetes.sh"]
 async fn three_nodes_lifecycle() {
-    let (bed, _) = support::bed(3).await;
+    let (mut bed, _) = support::bed(3).await;
     scenarios::convert_to_self_hosted(&bed).await;
+    scenarios::power_cut_comes_back(&mut bed).await;
     scenarios::killed_runs_resume(&bed).await;
     scenarios::nothing_to_do(&bed, TO_TAG).await;
     scenarios::rolled_back(&bed, "v1.20.4", TO_TAG).await;

@@ -10,6 +10,14 @@ use crate::support::{
     Figures, LeaderWatch, Probers, control_plane_images, eventually, kubectl, selfhost_to_end,
 };
 
+/// The checkpointer's image: the bed's kubelets run the `selfhost` binary for it
+/// ([`crate::support::bed`]).
+pub const CHECKPOINTER_IMAGE: &str = "selfhost.test/selfhost:e2e";
+
+/// Where a node keeps the checkpointer's static pod and its checkpoints.
+const CHECKPOINTER_MANIFEST: &str = "/etc/kubernetes/manifests/selfhost-checkpointer.yaml";
+const CHECKPOINTS: &str = "/etc/kubernetes/selfhost-checkpoints";
+
 const COMPONENTS: [&str; 3] = [
     "kube-apiserver",
     "kube-controller-manager",
@@ -20,19 +28,21 @@ const COMPONENTS: [&str; 3] = [
 /// finishes with exit 0.
 async fn convert_each_node(bed: &TestBed, direction: &str) {
     for node in bed.nodes() {
-        let dir = node.manifests_dir().display().to_string();
+        // selfhost runs outside the node's filesystem, as from a container with the host
+        // mounted: the paths are the node's, beneath its root.
+        let root = node.root.display().to_string();
         let mut args = vec![
             "convert",
             direction,
             "--node",
             &node.name,
+            "--host-root",
+            &root,
             "--manifests-dir",
-            &dir,
+            "/etc/kubernetes/manifests",
         ];
-        // The bed's kubelets run only the Kubernetes binaries; the checkpointer is not among
-        // its images.
         if direction == "to-self-hosted" {
-            args.push("--no-checkpointer");
+            args.extend(["--checkpointer-image", CHECKPOINTER_IMAGE]);
         }
         let run = selfhost_to_end(bed, &args).await;
         assert_eq!(
@@ -231,6 +241,13 @@ async fn control_plane_serves(bed: &TestBed, what: &str) {
 pub async fn convert_to_static(bed: &TestBed) {
     convert_each_node(bed, "to-static").await;
     control_plane_serves(bed, "the static control plane serves").await;
+    for node in bed.nodes() {
+        assert!(
+            !node.path(CHECKPOINTER_MANIFEST).exists() && !node.path(CHECKPOINTS).exists(),
+            "the checkpointer and its checkpoints are gone from {}",
+            node.name
+        );
+    }
     let daemonsets = kubectl(
         bed,
         &["-n", "kube-system", "get", "daemonsets", "-o", "name"],
@@ -253,4 +270,71 @@ pub async fn failed_targets_roll_back(bed: &TestBed, binaries: &Binaries, origin
     )
     .expect("fault image");
     rolled_back(bed, "v1.20.5", original).await;
+}
+
+/// Whether any node runs a checkpoint's static copy.
+fn copies_active(bed: &TestBed) -> bool {
+    bed.nodes().iter().any(|node| {
+        std::fs::read_dir(node.manifests_dir()).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("selfhost-checkpoint-")
+            })
+        })
+    })
+}
+
+/// The power of every node cut and given back once every node keeps a checkpoint of each
+/// component: the control plane comes back by itself on the checkpoints, then hands back to
+/// its DaemonSet pods and the copies are retired. Prints the times from power-on.
+pub async fn power_cut_comes_back(bed: &mut TestBed) {
+    eventually(
+        "every node keeps a checkpoint of every component",
+        Duration::from_secs(120),
+        || async {
+            bed.nodes().iter().all(|node| {
+                COMPONENTS.iter().all(|c| {
+                    node.path(&format!("{CHECKPOINTS}/{c}/checkpoint.json"))
+                        .is_file()
+                })
+            })
+        },
+    )
+    .await;
+    assert!(
+        !copies_active(bed),
+        "nothing is active while the API serves"
+    );
+    bed.power_cycle().await.expect("the kubelets start again");
+    let power_on = tokio::time::Instant::now();
+    let nodes = bed.nodes().len();
+    let client = bed.client().await.expect("client");
+    eventually("the API serves again", Duration::from_secs(300), || {
+        let client = client.clone();
+        async move { client.apiserver_version().await.is_ok() }
+    })
+    .await;
+    let serving = power_on.elapsed();
+    let bed = &*bed;
+    eventually(
+        "the DaemonSet pods serve and every copy is retired",
+        Duration::from_secs(300),
+        || {
+            let client = client.clone();
+            async move {
+                !copies_active(bed)
+                    && selfhost_e2e::bed::control_plane_state(&client)
+                        .await
+                        .is_ok_and(|s| s.serving(nodes))
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "power cut of every node ({nodes} node(s)), from power-on: API serving {:.1} s; \
+         static copies retired {:.1} s",
+        serving.as_secs_f64(),
+        power_on.elapsed().as_secs_f64()
+    );
 }

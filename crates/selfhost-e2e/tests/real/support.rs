@@ -33,6 +33,13 @@ pub async fn bed(nodes: usize) -> (TestBed, Binaries) {
     })
     .await
     .unwrap_or_else(|e| panic!("the bed starts: {e}"));
+    let (tag, component) = crate::scenarios::CHECKPOINTER_IMAGE
+        .rsplit_once('/')
+        .and_then(|(_, name)| name.split_once(':'))
+        .map(|(component, tag)| (tag, component))
+        .expect("an image name with a tag");
+    bed.add_program_image(tag, component, selfhost_binary())
+        .unwrap_or_else(|e| panic!("the checkpointer's image: {e}"));
     (bed, binaries)
 }
 
