@@ -61,16 +61,7 @@ impl TlsIdentity {
     /// # Errors
     /// An unusable host name, or a failure of key generation or of rustls.
     pub fn generate(hosts: &[String]) -> Result<TlsIdentity, TlsError> {
-        let ca_key = KeyPair::generate()?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        ca_params.distinguished_name = distinguished_name("selfhost-sim-ca");
-        let ca_cert = ca_params.self_signed(&ca_key)?;
+        let (ca_key, ca_params, ca_cert) = mint_ca("selfhost-sim-ca")?;
 
         let mut names = vec![
             "localhost".to_string(),
@@ -130,6 +121,24 @@ impl TlsIdentity {
 }
 
 /// A distinguished name holding only a common name.
+/// A self-signed certificate authority named `common_name`: its key, its parameters (to
+/// issue with) and its certificate.
+pub(crate) fn mint_ca(
+    common_name: &str,
+) -> Result<(KeyPair, CertificateParams, rcgen::Certificate), rcgen::Error> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    params.distinguished_name = distinguished_name(common_name);
+    let cert = params.self_signed(&key)?;
+    Ok((key, params, cert))
+}
+
 pub(crate) fn distinguished_name(common_name: &str) -> DistinguishedName {
     let mut name = DistinguishedName::new();
     name.push(DnType::CommonName, common_name);

@@ -276,12 +276,19 @@ impl NodeFiles {
 
     /// Removes a manifest this tool wrote (the kubelet then stops its static pod).
     pub fn remove_manifest(&self, component: Component) -> Result<(), FilesError> {
-        let path = self.manifest_path(component);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(FilesError::Write { path, source }),
-        }
+        remove_if_present(&self.manifest_path(component))
+    }
+}
+
+/// Removes the file at `path`; one that is not there is already as asked.
+pub(crate) fn remove_if_present(path: &Path) -> Result<(), FilesError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(FilesError::Write {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 

@@ -6,17 +6,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair};
 use rustls::RootCertStore;
 use rustls::ServerConfig;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
 
 use super::EtcdError;
-use crate::tls::distinguished_name;
+use crate::tls::{distinguished_name, mint_ca};
 
 /// Where a client of the simulated etcd finds its credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,16 +29,7 @@ pub struct EtcdClientFiles {
 /// Mints the PKI, writes the client's files into `dir`, and returns the server's TLS
 /// configuration, which accepts only clients with a certificate of this CA.
 pub(super) fn mint(dir: &Path) -> Result<(Arc<ServerConfig>, EtcdClientFiles), EtcdError> {
-    let ca_key = KeyPair::generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    ca_params.distinguished_name = distinguished_name("etcd-ca");
-    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let (ca_key, ca_params, ca_cert) = mint_ca("etcd-ca")?;
     let issuer = Issuer::from_params(&ca_params, &ca_key);
 
     let server_key = KeyPair::generate()?;

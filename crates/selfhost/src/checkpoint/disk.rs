@@ -18,7 +18,7 @@ use selfhost_core::Component;
 use selfhost_core::checkpoint::{ActiveCopy, CHECKPOINT_DIR, Checkpoint};
 use serde::{Deserialize, Serialize};
 
-use crate::node_files::{FilesError, write_whole};
+use crate::node_files::{FilesError, remove_if_present, write_whole};
 
 /// Where kubeadm's kubelets read static pods.
 const KUBEADM_MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
@@ -212,12 +212,7 @@ impl NodeDisk {
 
     /// Removes the active copy of `component`; the kubelet stops it.
     pub fn retire(&self, component: Component) -> Result<(), FilesError> {
-        let path = self.active_path(component);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(FilesError::Write { path, source }),
-        }
+        remove_if_present(&self.active_path(component))
     }
 }
 

@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::disk::NodeDisk;
-use crate::node_files::{FilesError, write_whole};
+use crate::node_files::{FilesError, remove_if_present, write_whole};
 
 /// How long the kubelet may take to start the checkpointer before the install says it does
 /// not run: an image pull on a slow registry.
@@ -184,12 +184,7 @@ pub fn remove(
     if dry_run {
         return Ok(CheckpointerOutcome::WouldRemove { manifest: present });
     }
-    if present.is_some() {
-        std::fs::remove_file(&manifest).map_err(|source| FilesError::Write {
-            path: manifest.clone(),
-            source,
-        })?;
-    }
+    remove_if_present(&manifest)?;
     let disk = NodeDisk {
         checkpoint_dir: checkpoint_dir(host_root),
         manifests_dir: manifests_dir.to_path_buf(),
