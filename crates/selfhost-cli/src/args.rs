@@ -497,7 +497,8 @@ pub fn deadline(text: &str) -> Result<Duration, String> {
     })?;
     if deadline < MIN_DEADLINE {
         return Err(format!(
-            "--timeout {} is too short for a component to hand over; give at least {}",
+            "--timeout {} is shorter than a control-plane pod takes to start and serve; give at \
+             least {}",
             humantime::format_duration(deadline),
             humantime::format_duration(MIN_DEADLINE)
         ));
