@@ -203,7 +203,10 @@ async fn bad_input_exits_2_and_changes_nothing() {
             &["apply", "v1.34.0", "--timeout", "5 parsecs"],
             "invalid --timeout",
         ),
-        (&["apply", "v1.34.0", "--timeout", "1s"], "too short"),
+        (
+            &["apply", "v1.34.0", "--timeout", "1s"],
+            "shorter than a control-plane pod takes to start",
+        ),
         (&["apply", "v1.34.0"], "pass --yes"),
         (
             &["plan", "v1.34.0", "--config", "/no/such/file.yaml"],
