@@ -23,7 +23,6 @@ pub mod names;
 pub mod resources;
 pub mod selector;
 pub mod server;
-pub mod service_account_admission;
 pub mod store;
 pub mod strategic;
 pub mod table;

@@ -16,7 +16,7 @@ pub(crate) fn default(rt: &ResourceType, obj: &mut Value) {
 /// ServiceAccount admission's for pods.
 pub(crate) fn admit_create(rt: &ResourceType, obj: &mut Value) {
     if (rt.group, rt.kind) == ("", "Pod") {
-        crate::service_account_admission::admit_pod(obj);
+        super::service_account::admit_pod(obj);
     }
 }
 

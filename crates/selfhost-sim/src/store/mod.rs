@@ -13,6 +13,7 @@ pub(crate) mod gc_plan;
 mod list;
 mod managed;
 pub mod meta;
+mod service_account;
 mod state;
 mod strategy;
 mod watch;

@@ -7,15 +7,15 @@
 
 use serde_json::{Value, json};
 
-use crate::store::meta;
+use super::meta;
 
 /// Where the token is mounted in every container.
-pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub(crate) const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// The annotation a kubelet puts on the mirror pod of a static pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// Admits a new pod as the ServiceAccount admission does.
-pub fn admit_pod(pod: &mut Value) {
+pub(crate) fn admit_pod(pod: &mut Value) {
     if pod["metadata"]["annotations"][MIRROR_ANNOTATION].is_string() {
         return;
     }
