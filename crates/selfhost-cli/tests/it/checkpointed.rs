@@ -68,12 +68,50 @@ pub async fn until(patience: Duration, what: &str, mut check: impl AsyncFnMut() 
 /// Waits until every control-plane node keeps every component.
 pub async fn every_node_keeps_every_component(sim: &SimCluster) {
     let disks = disks(sim);
-    until(
-        Duration::from_secs(60),
-        "checkpoint of every component on every node",
-        async || disks.iter().all(NodeDisk::keeps_every_component),
-    )
-    .await;
+    let patience = Duration::from_secs(60);
+    let deadline = Instant::now() + patience;
+    // A plain loop, not [`until`]: the campaign spawns this, and a future holding an async
+    // closure's borrow is not provably `Send`.
+    while !disks.iter().all(NodeDisk::keeps_every_component) {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint of every component on every node within {patience:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What each control-plane node's checkpointer printed, every run of it since the node first
+/// booted, by node.
+pub fn checkpointer_said(sim: &SimCluster) -> Vec<(String, Vec<String>)> {
+    sim.control_plane_names()
+        .into_iter()
+        .map(|node| {
+            let logs = sim
+                .node_root(&node)
+                .map(|r| r.join("var/log/containers"))
+                .unwrap_or_default();
+            let mut files: Vec<_> = std::fs::read_dir(&logs)
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| {
+                            p.file_name().is_some_and(|n| {
+                                n.to_string_lossy().starts_with(selfhost::CHECKPOINTER_NAME)
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            files.sort();
+            let lines = files
+                .iter()
+                .filter_map(|f| std::fs::read_to_string(f).ok())
+                .flat_map(|text| text.lines().map(str::to_string).collect::<Vec<_>>())
+                .collect();
+            (node, lines)
+        })
+        .collect()
 }
 
 /// Whether a client reaches the API: a request over a new connection, as kubectl's.
@@ -142,28 +180,15 @@ impl Served {
     }
 }
 
-/// What runs a component's binary that did not serve before (`served`), on which node, and
-/// which kept checkpoint is of an image that never served: empty when the cluster came back
-/// on versions that served.
+/// What the checkpointers would bring back, or brought back, that did not serve before
+/// (`served`, images by binary): a checkpoint kept on a node's disk, or a process of a static
+/// copy activated from one. Empty when they keep only versions that served.
 pub fn unserved_versions(
     sim: &SimCluster,
     served: &BTreeMap<String, BTreeSet<String>>,
 ) -> Vec<String> {
-    let mut out = Vec::new();
     let none = BTreeSet::new();
-    for (node, containers) in &sim.processes().nodes {
-        for c in &containers.containers {
-            let (Some(binary), Some(image)) = (&c.binary, &c.image) else {
-                continue;
-            };
-            if BINARIES.contains(&binary.as_str())
-                && c.process.is_some()
-                && !served.get(binary).unwrap_or(&none).contains(image)
-            {
-                out.push(format!("{node} runs {image}, which never served"));
-            }
-        }
-    }
+    let mut out = Vec::new();
     for (node, disk) in sim.control_plane_names().iter().zip(disks(sim)) {
         for component in Component::ALL {
             if let Some(kept) = disk.checkpoint(component)
@@ -180,7 +205,64 @@ pub fn unserved_versions(
             }
         }
     }
+    let copies = running(sim, |pod| pod.starts_with("selfhost-checkpoint-kube-"));
+    out.extend(
+        copies
+            .into_iter()
+            .filter(|(_, binary, image)| !served.get(binary).unwrap_or(&none).contains(image))
+            .map(|(node, _, image)| {
+                format!("{node} runs a static copy of {image}, which never served")
+            }),
+    );
     out
+}
+
+/// Every process of a component's binary whose image is not in `allowed` (images by binary):
+/// empty when each component runs only those versions.
+pub fn processes_outside(
+    sim: &SimCluster,
+    allowed: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<String> {
+    let none = BTreeSet::new();
+    running(sim, |_| true)
+        .into_iter()
+        .filter(|(_, binary, image)| !allowed.get(binary).unwrap_or(&none).contains(image))
+        .map(|(node, _, image)| format!("{node} runs {image}"))
+        .collect()
+}
+
+/// The processes of the components' binaries in pods `named` accepts: node, binary, image.
+fn running(sim: &SimCluster, named: impl Fn(&str) -> bool) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for (node, containers) in &sim.processes().nodes {
+        for c in &containers.containers {
+            if let (Some(binary), Some(image), Some(_)) = (&c.binary, &c.image, c.process)
+                && BINARIES.contains(&binary.as_str())
+                && named(&c.pod.name)
+            {
+                out.push((node.clone(), binary.clone(), image.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Waits until [`not_on`] finds nothing, or fails the test with what it finds after
+/// `patience`: pods that a power cut restarted take a moment to be Ready again after a
+/// re-run that had nothing left to do.
+pub async fn until_on(sim: &SimCluster, version: &str, patience: Duration, what: &str) {
+    let deadline = Instant::now() + patience;
+    loop {
+        let wrong = not_on(sim, version);
+        if wrong.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not every component on {version} within {patience:?}: {wrong:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Every component on `version`, checked on the store: its DaemonSet's template, one live

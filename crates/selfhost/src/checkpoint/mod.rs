@@ -104,7 +104,21 @@ pub async fn run(
     let mut unreachable_since: Option<Timestamp> = None;
     let mut last: BTreeMap<Component, String> = BTreeMap::new();
     loop {
-        let pods = node_pods(clients, &options.node).await;
+        let pods = match node_pods(clients, &options.node).await {
+            Reading::Pods(pods) => Some(pods),
+            Reading::Unreachable => None,
+            Reading::Unlisted(why) => {
+                // An API that answers is no reason to start a copy, and nothing is known of
+                // the pods to keep or retire: this round decides nothing.
+                tracing::warn!(error = %why, "listing this node's pods failed; the API answers");
+                unreachable_since = None;
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(options.interval) => {}
+                }
+                continue;
+            }
+        };
         let now = Timestamp::now();
         let api = match &pods {
             Some(_) => {
@@ -161,16 +175,31 @@ pub async fn run(
     }
 }
 
-/// This node's pod of each component's self-hosted DaemonSet, or `None` when no API server
-/// answers. A probe first, so that a dead API is known within its timeout.
-async fn node_pods(clients: &Clients, node: &str) -> Option<BTreeMap<Component, Pod>> {
+/// What one read of the node found.
+enum Reading {
+    /// No API server answers.
+    Unreachable,
+    /// An API server answers, but this node's pods could not be listed (a 429, a 500, a
+    /// denial): the API is not gone, and nothing is known of the pods.
+    Unlisted(String),
+    /// This node's pod of each component's self-hosted DaemonSet.
+    Pods(BTreeMap<Component, Pod>),
+}
+
+/// This node's pod of each component's self-hosted DaemonSet. A probe first, so that a dead
+/// API is known within its timeout; a list that fails after it answered does not make the API
+/// unreachable.
+async fn node_pods(clients: &Clients, node: &str) -> Reading {
     let ready = health::readyz(&clients.probe).await;
     if !ready.healthy && ready.checks.is_empty() {
-        return None;
+        return Reading::Unreachable;
     }
     let api: Api<Pod> = Api::namespaced(clients.probe.clone(), NAMESPACE);
     let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
-    let pods = api.list(&on_node).await.ok()?;
+    let pods = match api.list(&on_node).await {
+        Ok(pods) => pods,
+        Err(e) => return Reading::Unlisted(e.to_string()),
+    };
     let mut found = BTreeMap::new();
     for component in Component::ALL {
         let daemonset = component.daemonset_name();
@@ -185,7 +214,7 @@ async fn node_pods(clients: &Clients, node: &str) -> Option<BTreeMap<Component, 
             found.insert(component, pod.clone());
         }
     }
-    Some(found)
+    Reading::Pods(found)
 }
 
 /// A pod as the decisions see it: serving since its Ready condition turned true. A status
