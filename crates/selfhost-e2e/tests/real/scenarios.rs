@@ -164,8 +164,9 @@ pub async fn killed_runs_resume(bed: &TestBed) {
             run.events
                 .iter()
                 .any(|e| crate::support::is_step(e, component, step)),
-            "the run reached {component}/{step}: {:?}\n{}",
+            "the run reached {component}/{step}: {:?}\n{}{}",
             run.result(),
+            run.refusals().join("\n"),
             run.stderr
         );
         assert_eq!(run.code, None, "killed at {component}/{step}");
@@ -331,10 +332,26 @@ pub async fn power_cut_comes_back(bed: &mut TestBed) {
         },
     )
     .await;
+    let retired = power_on.elapsed();
+    // The operator's next command is an upgrade: its preflight refuses while the DaemonSets'
+    // status is stale, which lasts until the controllers have their leaders again.
+    let deadline = power_on + Duration::from_secs(300);
+    loop {
+        let (proceeds, text) = crate::support::plan(bed, TO_TAG).await;
+        if proceeds {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the plan to {TO_TAG} still refuses 300 s after power-on:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     eprintln!(
         "power cut of every node ({nodes} node(s)), from power-on: API serving {:.1} s; \
-         static copies retired {:.1} s",
+         static copies retired {:.1} s; an upgrade's preflight passes {:.1} s",
         serving.as_secs_f64(),
+        retired.as_secs_f64(),
         power_on.elapsed().as_secs_f64()
     );
 }

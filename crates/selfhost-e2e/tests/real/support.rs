@@ -90,6 +90,24 @@ impl Run {
         self.events.iter().rev().find(|e| e["event"] == "result")
     }
 
+    /// The failed preflight checks of a refused run, one line each (empty when it was not
+    /// refused).
+    pub fn refusals(&self) -> Vec<String> {
+        let Some(refused) = self.events.iter().find(|e| e["event"] == "refused") else {
+            return Vec::new();
+        };
+        refused["plan"]["preflight"]["checks"]
+            .as_array()
+            .map(|checks| {
+                checks
+                    .iter()
+                    .filter(|c| c["verdict"] == "fail")
+                    .map(|c| format!("{}: {}", c["id"], c["message"]))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The HTTP requests the run sent, as its `result` event reports them.
     pub fn api_requests(&self) -> Option<u64> {
         self.result()?["api_requests"].as_u64()
@@ -204,6 +222,26 @@ pub async fn selfhost(
 /// Runs selfhost to its end.
 pub async fn selfhost_to_end(bed: &TestBed, args: &[&str]) -> Run {
     selfhost(bed, args, |_| false).await
+}
+
+/// Runs `selfhost --kubeconfig <bed admin> plan <target>`: whether the plan proceeds (exit
+/// 0), and its text.
+pub async fn plan(bed: &TestBed, target: &str) -> (bool, String) {
+    let output = tokio::process::Command::new(selfhost_binary())
+        .arg("--kubeconfig")
+        .arg(bed.admin_kubeconfig())
+        .args(["plan", target])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("selfhost runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
 }
 
 /// Whether `event` is the `step` event of `step` for `component`.
