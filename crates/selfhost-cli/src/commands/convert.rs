@@ -181,12 +181,15 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
     if let ConvertDirection::ToSelfHosted(a) = &args.direction
         && !a.no_checkpointer
     {
-        request.checkpointer = Some(super::checkpoint::install_request(
+        let mut install = super::checkpoint::install_request(
             &request.node,
             &node_args.manifests_dir,
             &node_args.host_root,
             &a.checkpointer,
-        ));
+        );
+        // The checkpointer's start is one more pod start a component's hand-over waits for.
+        install.patience = request.deadline;
+        request.checkpointer = Some(install);
     }
     let json = global.output == OutputFormat::Json;
     let mut node = NodeConversion::connect(&super::cluster::client_args(global), request)
@@ -253,22 +256,17 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
     let backup_dir = report.backup_dir.display().to_string();
     let checkpointer = report.checkpointer.as_ref().map(ToString::to_string);
     let (outcome, name, message) = match report.first_problem() {
+        // Only the checkpointer, installed before anything else, fails without a component.
         None if !report.succeeded() => (
-            Outcome::NotRestored,
-            "not-restored",
+            Outcome::Refused,
+            "refused",
             format!(
-                "node {} is converted {}, but {}; once the kubelet can run it: selfhost \
-                 checkpoint install --node {} --manifests-dir {}{}",
+                "nothing was changed on node {}: {}. A self-hosted node without the \
+                 checkpointer does not come back from a power cut; make its image available to \
+                 the kubelet (--checkpointer-image) and run again, or convert without it: \
+                 --no-checkpointer",
                 request.node,
-                direction_name(direction),
                 checkpointer.clone().unwrap_or_default(),
-                request.node,
-                node_view(&request).display(),
-                if request.host_root == Path::new("/") {
-                    String::new()
-                } else {
-                    format!(" --host-root {}", request.host_root.display())
-                }
             ),
         ),
         None if request.dry_run => (

@@ -8,7 +8,7 @@ mod dry_run;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::ProberOptions;
@@ -24,17 +24,8 @@ async fn static_cluster(port_sharing: bool) -> SimCluster {
         .start()
         .await
         .expect("cluster starts");
-    sim.registry()
-        .add_image(CHECKPOINTER_IMAGE)
-        .expect("a valid image name");
     crate::settled(sim).await
 }
-
-/// The checkpointer's image the conversions to self-hosted install.
-const CHECKPOINTER_IMAGE: &str = "registry.example/selfhost:test";
-
-/// The checkpointer's static pod, once a node is self-hosted.
-const CHECKPOINTER_MANIFEST: &str = "selfhost-checkpointer.yaml";
 
 /// Runs `selfhost convert <direction> --node cp-1 --manifests-dir DIR --yes -o json ARGS`;
 /// kills it with SIGKILL right after it reports the action `step` of `component`, if given.
@@ -50,8 +41,10 @@ async fn convert(
             .map(Into::into)
             .to_vec();
     all.push(dir.into());
+    // The checkpointer's own part in a conversion is tested where it runs for real
+    // (`power_cuts.rs`); here it would be a modelled process that keeps nothing.
     if direction == "to-self-hosted" {
-        all.extend(["--checkpointer-image", CHECKPOINTER_IMAGE].map(Into::into));
+        all.push("--no-checkpointer".into());
     }
     all.extend(args.iter().map(Into::into));
     let kill_at = kill_at.map(|(c, s)| (c.to_string(), s.to_string()));
@@ -165,21 +158,11 @@ async fn killed_at_each_step_of_both_conversions_the_rerun_completes() {
         );
         let (daemonsets, labels) = leftovers(&sim).await;
         if *direction == "to-self-hosted" {
-            assert_eq!(
-                files(&dir),
-                [CHECKPOINTER_MANIFEST],
-                "kubeadm's manifests moved aside; the checkpointer installed"
-            );
-            assert!(
-                last["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("the checkpointer runs")),
-                "{last}"
-            );
+            assert!(files(&dir).is_empty(), "kubeadm's manifests moved aside");
             assert_eq!(daemonsets.len(), 3, "{daemonsets:?}");
             assert_eq!(labels.len(), 3, "{labels:?}");
         } else {
-            assert_eq!(files(&dir), MANIFESTS, "the checkpointer removed");
+            assert_eq!(files(&dir), MANIFESTS, "kubeadm's manifests back");
             assert_eq!(
                 (daemonsets, labels),
                 (vec![], vec![]),
@@ -383,6 +366,43 @@ async fn bad_input_exits_2_or_3_and_changes_nothing() {
         );
         assert_eq!(leftovers(&sim).await, (vec![], vec![]), "{what}");
     }
+}
+
+/// A checkpointer the kubelet cannot run (its image cannot be pulled) is met before anything
+/// else changes: exit 3, its static pod taken away again, and the node as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpointer_that_does_not_run_refuses_the_conversion_and_is_taken_away() {
+    let sim = static_cluster(true).await;
+    let dir = sim.manifests_dir("cp-1").expect("dir").to_path_buf();
+    let output = crate::selfhost()
+        .arg("--kubeconfig")
+        .arg(sim.kubeconfig_path())
+        .args(["convert", "to-self-hosted", "--node", "cp-1", "--yes"])
+        .arg("--manifests-dir")
+        .arg(&dir)
+        .args(["--checkpointer-image", "registry.example/selfhost:missing"])
+        .args(["--timeout", "10s"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    for said in [
+        "nothing was changed on node cp-1: the checkpointer does not run: its container waits:",
+        "taken away again",
+        "--no-checkpointer",
+    ] {
+        assert!(stderr.contains(said), "{said:?} in {stderr}");
+    }
+    assert_eq!(files(&dir), MANIFESTS, "kubeadm's manifests only");
+    assert_eq!(leftovers(&sim).await, (vec![], vec![]));
+    let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
+    let mirror = "selfhost-checkpointer-cp-1";
+    crate::checkpointed::until(
+        std::time::Duration::from_secs(30),
+        "the checkpointer's mirror pod gone",
+        async || pods.get_opt(mirror).await.is_ok_and(|p| p.is_none()),
+    )
+    .await;
 }
 
 /// One bad input: what it is, the command's arguments, and the exit code and message.

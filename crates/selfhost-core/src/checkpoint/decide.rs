@@ -178,8 +178,8 @@ impl Located<'_> {
     }
 }
 
-/// Where `component` stands: first whether a copy is active, then whether kubeadm's static
-/// pod runs it, then whether the API answers.
+/// Where `component` stands: first whether a copy is active, then whether the API answers,
+/// then, when it does not, whether kubeadm's static pod runs it.
 fn locate<'a>(
     obs: &'a NodeCheckpoints,
     component: Component,
@@ -199,11 +199,12 @@ fn locate<'a>(
             Located::Activated { copy, pod }
         };
     }
-    if on.static_manifest {
-        return Located::StaticOnNode;
-    }
     match obs.api {
+        // A DaemonSet pod serving beside kubeadm's static pod is kept all the same: a
+        // conversion moves the static manifest aside only once it is, so that the node is
+        // never without a way back to a control plane.
         Api::Answers => api_answers(on, obs.now, policy),
+        Api::Unreachable { .. } if on.static_manifest => Located::StaticOnNode,
         Api::Unreachable { since } => api_unreachable(obs, component, on, since, policy),
     }
 }

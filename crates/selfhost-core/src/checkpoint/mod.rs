@@ -28,14 +28,13 @@
 //! | [`Superseded`](CheckpointPhase::Superseded) | kubeadm's static pod of the component is in the manifests directory | [`Retire`](CheckpointStep::Retire) |
 //! | [`TakingOver`](CheckpointPhase::TakingOver) | the API answers and the DaemonSet pod serves | [`Retire`](CheckpointStep::Retire) |
 //! | [`Activated`](CheckpointPhase::Activated) | the API is unreachable, or the DaemonSet pod does not serve | [`Wait`](CheckpointStep::Wait) |
-//! | no copy active: | | |
-//! | [`StaticOnNode`](CheckpointPhase::StaticOnNode) | kubeadm's static pod of the component is in the manifests directory | [`Nothing`](CheckpointStep::Nothing) |
-//! | no copy active, the API answers: | | |
+//! | no copy active, the API answers (with or without kubeadm's static pod beside): | | |
 //! | [`Unserved`](CheckpointPhase::Unserved) | the DaemonSet pod is absent or does not serve | [`Wait`](CheckpointStep::Wait) |
 //! | [`Soaking`](CheckpointPhase::Soaking) | the DaemonSet pod has served for less than the soak | [`Wait`](CheckpointStep::Wait) until the soak ends |
 //! | [`Keeping`](CheckpointPhase::Keeping) | it has served for the soak; no checkpoint, or one of another revision | [`Keep`](CheckpointStep::Keep) |
 //! | [`Kept`](CheckpointPhase::Kept) | it has served for the soak; the checkpoint is of its revision | [`Nothing`](CheckpointStep::Nothing) |
 //! | no copy active, the API unreachable: | | |
+//! | [`StaticOnNode`](CheckpointPhase::StaticOnNode) | kubeadm's static pod of the component is in the manifests directory | [`Nothing`](CheckpointStep::Nothing) |
 //! | [`ServedLocally`](CheckpointPhase::ServedLocally) | a process of the component serves on the node | [`Wait`](CheckpointStep::Wait) |
 //! | [`Unkept`](CheckpointPhase::Unkept) | no checkpoint is stored | [`Wait`](CheckpointStep::Wait) |
 //! | [`InGrace`](CheckpointPhase::InGrace) | unreachable for less than the grace | [`Wait`](CheckpointStep::Wait) until the grace ends |
@@ -48,10 +47,13 @@
 //! restart of the kube-apiserver on the node, so an ordinary restart or an upgrade's hand-over
 //! never activates one; a copy is retired only once the DaemonSet pod serves, so the node
 //! is never left with neither; and a component that kubeadm's static pod runs again (after a
-//! conversion back) is never started twice from an old checkpoint.
+//! conversion back) is never started twice from an old checkpoint — while a DaemonSet pod
+//! serving beside that static pod (a conversion under way) is kept, so that the conversion
+//! can wait for its checkpoint before it moves the static manifest aside.
 
 mod checkpointer_pod;
 mod decide;
+mod local_endpoint;
 mod observation;
 mod phase;
 mod policy;
@@ -65,6 +67,7 @@ pub use checkpointer_pod::{
     CheckpointerPod, KUBELET_KUBECONFIG, is_checkpointer,
 };
 pub use decide::{decide, next_step, phase};
+pub use local_endpoint::{LocalEndpoint, local_endpoint};
 pub use observation::{ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, RunningPod};
 pub use phase::CheckpointPhase;
 pub use policy::{CheckpointPolicy, DEFAULT_API_GRACE, DEFAULT_SOAK, MIN_API_GRACE};

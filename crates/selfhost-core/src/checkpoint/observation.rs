@@ -47,8 +47,9 @@ pub struct ComponentOnNode {
     pub checkpoint: Option<Checkpoint>,
     /// The checkpoint's copy activated as a static pod in the kubelet's manifests directory.
     pub active: Option<ActiveCopy>,
-    /// Whether a process of the component answers on this node (for the kube-apiserver,
-    /// `localhost:6443/readyz`), whichever pod it belongs to.
+    /// Whether a process of the component takes connections on its port on this node
+    /// ([`local_endpoint`](super::local_endpoint)), whichever pod it belongs to: a copy
+    /// started now would only be a second one.
     pub local_process_serving: bool,
     /// Whether kubeadm's static pod of the component is in the kubelet's manifests directory:
     /// the component is not self-hosted on this node (a conversion back to static pods wrote

@@ -34,9 +34,9 @@ pub enum CheckpointPhase {
     Keeping,
     /// The DaemonSet pod has served for the soak, and the checkpoint is of its revision.
     Kept,
-    /// No copy is active, and kubeadm's static pod of the component is in the manifests
-    /// directory: the component is not self-hosted on this node, and its checkpoint is never
-    /// activated.
+    /// No copy is active, the API is unreachable, and kubeadm's static pod of the component
+    /// is in the manifests directory: the component is not self-hosted on this node (or not
+    /// yet), and its checkpoint is never activated.
     StaticOnNode,
     /// The API is unreachable, and a process of the component serves on the node (its
     /// DaemonSet pod, still run by the kubelet, or a static pod): activating would only

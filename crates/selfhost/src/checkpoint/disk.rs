@@ -87,6 +87,11 @@ impl NodeDisk {
         })
     }
 
+    /// The pod stored in `component`'s checkpoint, if one is.
+    pub fn checkpoint_pod(&self, component: Component) -> Option<Pod> {
+        read_pod(&self.pod_path(component))
+    }
+
     /// The active copy of `component`, if one is in the manifests directory.
     pub fn active(&self, component: Component) -> Option<ActiveCopy> {
         let pod = read_pod(&self.active_path(component))?;

@@ -1,7 +1,8 @@
 //! Installing the checkpointer on a node, and removing it: its static pod in the kubelet's
 //! manifests directory, then its mirror pod in the API to tell whether the kubelet runs it.
 //!
-//! `convert to-self-hosted` installs it once the node's control plane is self-hosted;
+//! `convert to-self-hosted` installs it before it converts anything (each static manifest
+//! then moves aside only once it keeps the DaemonSet pod that replaces it);
 //! `checkpoint install` does the same for a node converted without it; `convert to-static`
 //! removes it, with every checkpoint and active copy, once the node runs kubeadm's static pods
 //! again.
@@ -53,7 +54,17 @@ pub enum CheckpointerOutcome {
     NotRunning {
         /// The manifest.
         manifest: PathBuf,
+        /// Whether this run wrote it.
+        written: bool,
         /// What the mirror pod shows (an image pull error, a crash, nothing at all).
+        why: String,
+    },
+    /// Its static pod did not run, and the manifest this run had written was taken away
+    /// again: the node is as it was.
+    Withdrawn {
+        /// The manifest.
+        manifest: PathBuf,
+        /// What the mirror pod showed.
         why: String,
     },
     /// A dry run: what would be written.
@@ -78,7 +89,10 @@ pub enum CheckpointerOutcome {
 impl CheckpointerOutcome {
     /// Whether the node ends as asked.
     pub fn succeeded(&self) -> bool {
-        !matches!(self, CheckpointerOutcome::NotRunning { .. })
+        !matches!(
+            self,
+            CheckpointerOutcome::NotRunning { .. } | CheckpointerOutcome::Withdrawn { .. }
+        )
     }
 }
 
@@ -91,9 +105,14 @@ impl std::fmt::Display for CheckpointerOutcome {
                 if *written { "wrote" } else { "unchanged:" },
                 manifest.display()
             ),
-            CheckpointerOutcome::NotRunning { manifest, why } => write!(
+            CheckpointerOutcome::NotRunning { manifest, why, .. } => write!(
                 f,
                 "the checkpointer does not run: {why} ({} is written)",
+                manifest.display()
+            ),
+            CheckpointerOutcome::Withdrawn { manifest, why } => write!(
+                f,
+                "the checkpointer does not run: {why} ({} was written and taken away again)",
                 manifest.display()
             ),
             CheckpointerOutcome::WouldWrite { manifest, image } => {
@@ -164,8 +183,35 @@ pub async fn install(
     let until = Instant::now() + request.patience;
     Ok(match wait_running(api, &request.pod.node, until).await {
         Ok(()) => CheckpointerOutcome::Running { manifest, written },
-        Err(why) => CheckpointerOutcome::NotRunning { manifest, why },
+        Err(why) => CheckpointerOutcome::NotRunning {
+            manifest,
+            written,
+            why,
+        },
     })
+}
+
+/// [`install`], but a static pod that this run wrote and the kubelet does not run is taken
+/// away again: the node is left as it was found.
+///
+/// # Errors
+/// The manifest cannot be written or removed.
+pub async fn install_or_withdraw(
+    api: &kube::Client,
+    request: &CheckpointerInstall,
+    dry_run: bool,
+) -> Result<CheckpointerOutcome, FilesError> {
+    match install(api, request, dry_run).await? {
+        CheckpointerOutcome::NotRunning {
+            manifest,
+            written: true,
+            why,
+        } => {
+            remove_if_present(&manifest)?;
+            Ok(CheckpointerOutcome::Withdrawn { manifest, why })
+        }
+        outcome => Ok(outcome),
+    }
 }
 
 /// Removes the checkpointer's static pod, then every active copy and checkpoint (kept under the

@@ -11,6 +11,7 @@
 
 mod disk;
 pub mod install;
+mod local;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -129,6 +130,11 @@ pub async fn run(
                 since: *unreachable_since.get_or_insert(now),
             },
         };
+        // Only without an API does it matter whether the node's own processes run.
+        let local = match &pods {
+            Some(_) => BTreeMap::new(),
+            None => local::local_processes(&disk).await,
+        };
         let mut components = BTreeMap::new();
         for component in Component::ALL {
             let active = disk.active(component);
@@ -142,7 +148,7 @@ pub async fn run(
                     daemonset_pod,
                     checkpoint: disk.checkpoint(component),
                     active,
-                    local_process_serving: false,
+                    local_process_serving: local.get(&component).copied().unwrap_or(false),
                     static_manifest: disk.has_kubeadm_manifest(component),
                 },
             );

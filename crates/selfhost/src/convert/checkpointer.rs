@@ -1,5 +1,6 @@
-//! The checkpointer, once a node's components are converted: installed on a node that is now
-//! self-hosted (when asked), removed with its checkpoints from one back on static pods.
+//! The checkpointer of a node being converted: to self-hosted, installed before the first
+//! component (each static manifest then moves aside only once it keeps the DaemonSet pod that
+//! replaces it); to static pods, removed with its checkpoints once every component is back.
 
 use selfhost_core::conversion::decide::Direction;
 
@@ -7,22 +8,34 @@ use super::{ConvertError, ConvertRequest};
 use crate::checkpoint::install::{self, CheckpointerOutcome};
 use crate::client::Clients;
 
-/// Once every component is converted: installs the checkpointer on a self-hosted node (when
-/// asked), removes it with its checkpoints from a node back on static pods.
-pub(super) async fn finish(
+/// To self-hosted with a checkpointer asked for: installs it before anything is converted.
+/// When the kubelet does not run it, a static pod this run wrote is taken away again, and the
+/// outcome does not succeed: nothing is to be converted.
+pub(super) async fn prepare(
     clients: &Clients,
     request: &ConvertRequest,
     dry_run: bool,
 ) -> Result<Option<CheckpointerOutcome>, ConvertError> {
     Ok(match (request.direction, &request.checkpointer) {
-        (Direction::ToSelfHosted, Some(install)) => {
-            Some(install::install(&clients.api, install, dry_run).await?)
+        (Direction::ToSelfHosted, Some(wanted)) => {
+            Some(install::install_or_withdraw(&clients.api, wanted, dry_run).await?)
         }
-        (Direction::ToSelfHosted, None) => None,
-        (Direction::ToStatic, _) => Some(install::remove(
+        _ => None,
+    })
+}
+
+/// To static pods, once every component is back: removes the checkpointer with its
+/// checkpoints (an old checkpoint must never start beside kubeadm's static pods).
+pub(super) fn finish(
+    request: &ConvertRequest,
+    dry_run: bool,
+) -> Result<Option<CheckpointerOutcome>, ConvertError> {
+    Ok(match request.direction {
+        Direction::ToStatic => Some(install::remove(
             &request.manifests_dir,
             &request.host_root,
             dry_run,
         )?),
+        Direction::ToSelfHosted => None,
     })
 }

@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::checkpoint::NodeDisk;
 use crate::cluster_view::{Shared, ViewTimeout, spawn_reflector};
 use crate::identity::IdentityTracker;
 use crate::measure::Recorder;
@@ -402,12 +403,15 @@ impl ConversionView {
         })
     }
 
-    /// One observation of `component` on `node`.
+    /// One observation of `component` on `node`; `keeper` is where the node's checkpointer
+    /// keeps its checkpoints, when one is to keep the DaemonSet pod before the static manifest
+    /// moves aside.
     pub fn observe(
         &mut self,
         component: Component,
         node: &str,
         files: &NodeFiles,
+        keeper: Option<&NodeDisk>,
         deadline: Timestamp,
     ) -> Result<NodeComponent, FilesError> {
         let now = Timestamp::now();
@@ -465,6 +469,7 @@ impl ConversionView {
             .as_ref()
             .and_then(|ds| ds.pods_on(node).find(|p| !p.is_terminating()));
         let daemonset_pod_serving = serving(ds_pod, "DaemonSet");
+        let checkpoint_kept = keeper.map(|disk| kept(disk, component, ds_pod));
         let mirror_serving = serving(mirror.as_ref(), "static (mirror)");
         let on_disk = manifest.as_ref().or(backup.as_ref());
         let leader_election_off = {
@@ -509,6 +514,7 @@ impl ConversionView {
             mirror,
             mirror_serving,
             daemonset_pod_serving,
+            checkpoint_kept,
             lease_hand_over: self.lease_hand_over(&judged, &nodes, &identity_leases),
             leader,
             leader_here_acquired: judged
@@ -521,5 +527,24 @@ impl ConversionView {
                 })
                 .and_then(|lease| lease.acquire_time),
         })
+    }
+}
+
+/// Whether the node's checkpointer keeps a checkpoint of the revision `pod` runs, or why not.
+fn kept(disk: &NodeDisk, component: Component, pod: Option<&PodObservation>) -> Result<(), String> {
+    let Some(revision) = pod.and_then(|p| p.revision_hash.as_deref()) else {
+        return Err("no DaemonSet pod with a revision to keep".to_string());
+    };
+    match disk.checkpoint(component) {
+        Some(kept) if kept.revision == revision => Ok(()),
+        Some(kept) => Err(format!(
+            "the checkpoint in {} is of revision {}, the pod runs {revision}",
+            disk.checkpoint_dir.display(),
+            kept.revision
+        )),
+        None => Err(format!(
+            "no checkpoint in {} yet (a pod is kept once it has served for a while)",
+            disk.checkpoint_dir.display()
+        )),
     }
 }

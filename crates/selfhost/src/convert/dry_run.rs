@@ -43,10 +43,12 @@ pub(super) async fn walk(
     cancel: &CancellationToken,
     mut report: ConvertReport,
 ) -> Result<ConvertReport, ConvertError> {
+    report.checkpointer = super::checkpointer::prepare(clients, request, true).await?;
     for component in Component::ALL {
         // Nothing is waited for, so no wait can run out of time.
         let far = Timestamp::now() + request.deadline;
-        let predicted = view.observe(component, &request.node, files, far)?;
+        let keeper = request.checkpoint_keeper();
+        let predicted = view.observe(component, &request.node, files, keeper.as_ref(), far)?;
         let mut walk = PredictedConversion {
             ctx: Context {
                 clients,
@@ -67,7 +69,9 @@ pub(super) async fn walk(
             return Ok(report);
         }
     }
-    report.checkpointer = super::checkpointer::finish(clients, request, true).await?;
+    if let Some(removal) = super::checkpointer::finish(request, true)? {
+        report.checkpointer = Some(removal);
+    }
     Ok(report)
 }
 
@@ -324,6 +328,10 @@ fn settle(mut obs: NodeComponent) -> NodeComponent {
     } else {
         Err(format!("{node}: no DaemonSet pod"))
     };
+    // The checkpointer keeps a pod that serves, after its soak.
+    if obs.checkpoint_kept.is_some() {
+        obs.checkpoint_kept = Some(obs.daemonset_pod_serving.clone());
+    }
     if obs.manifest_on_disk {
         if obs.mirror.is_none() {
             obs.mirror = Some(predicted_pod(&format!("{component}-{node}"), &node));
@@ -394,6 +402,7 @@ mod tests {
             mirror: Some(predicted_pod("kube-scheduler-cp-1", "cp-1")),
             mirror_serving: Ok(()),
             daemonset_pod_serving: Err("cp-1: no DaemonSet pod".into()),
+            checkpoint_kept: None,
             lease_hand_over: None,
             leader: Ok(()),
             leader_here_acquired: None,

@@ -66,8 +66,9 @@ pub struct ConvertRequest {
     pub deadline: Duration,
     /// Retries of every API call.
     pub retry: RetryPolicy,
-    /// To self-hosted: the checkpointer to install once every component is self-hosted
-    /// (`None`: none). To static pods, the checkpointer is removed whatever this says.
+    /// To self-hosted: the checkpointer to install before any component is converted, which
+    /// then keeps each DaemonSet pod before its static manifest moves aside (`None`: none).
+    /// To static pods, the checkpointer is removed whatever this says.
     pub checkpointer: Option<CheckpointerInstall>,
 }
 
@@ -91,6 +92,18 @@ impl ConvertRequest {
 }
 
 impl ConvertRequest {
+    /// Where the node's checkpointer keeps its checkpoints, when one is to keep each
+    /// DaemonSet pod before its static manifest moves aside: to self-hosted, with a
+    /// checkpointer.
+    pub(crate) fn checkpoint_keeper(&self) -> Option<crate::checkpoint::NodeDisk> {
+        (self.direction == Direction::ToSelfHosted && self.checkpointer.is_some()).then(|| {
+            crate::checkpoint::NodeDisk {
+                checkpoint_dir: crate::checkpoint::install::checkpoint_dir(&self.host_root),
+                manifests_dir: self.manifests_dir.clone(),
+            }
+        })
+    }
+
     /// Whether the checkpointer is not yet as the request leaves it: to self-hosted, asked for
     /// and its static pod not written; to static pods, its static pod or checkpoints still on
     /// the node.
@@ -115,7 +128,9 @@ pub struct ConvertReport {
     pub components: Vec<(Component, ComponentOutcome)>,
     /// Where static manifests moved aside are kept.
     pub backup_dir: PathBuf,
-    /// What became of the checkpointer, once every component ended done.
+    /// What became of the checkpointer: to self-hosted, installed before the first component
+    /// (when it does not run, nothing is converted); to static pods, removed once every
+    /// component ended done.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpointer: Option<CheckpointerOutcome>,
 }

@@ -176,7 +176,8 @@ async fn settled_first_step(
 ) -> Result<ConvertStep, ConvertError> {
     let until = tokio::time::Instant::now() + SETTLE.min(request.deadline);
     loop {
-        let obs = view.observe(component, &request.node, files, far)?;
+        let keeper = request.checkpoint_keeper();
+        let obs = view.observe(component, &request.node, files, keeper.as_ref(), far)?;
         let first = next_step(request.direction, &Mode::Forward, &obs);
         let settling = matches!(first, ConvertStep::Wait { .. })
             && awaits_only_the_cluster(request.direction, &obs);

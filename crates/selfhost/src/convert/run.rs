@@ -88,6 +88,15 @@ pub async fn convert(
     if request.dry_run {
         return super::dry_run::walk(clients, view, request, &files, events, cancel, report).await;
     }
+    // The checkpointer comes first: a static manifest moves aside only once it keeps the
+    // DaemonSet pod that replaces the static pod.
+    if let Some(outcome) = super::checkpointer::prepare(clients, request, false).await? {
+        let runs = outcome.succeeded();
+        report.checkpointer = Some(outcome);
+        if !runs {
+            return Ok(report);
+        }
+    }
     for component in Component::ALL {
         let outcome =
             run_component(clients, view, request, &files, component, events, cancel).await?;
@@ -97,7 +106,9 @@ pub async fn convert(
             return Ok(report);
         }
     }
-    report.checkpointer = super::checkpointer::finish(clients, request, false).await?;
+    if let Some(outcome) = super::checkpointer::finish(request, false)? {
+        report.checkpointer = Some(outcome);
+    }
     Ok(report)
 }
 
@@ -160,6 +171,7 @@ impl Change for Conversion<'_> {
                 component,
                 &self.ctx.request.node,
                 self.ctx.files,
+                self.ctx.request.checkpoint_keeper().as_ref(),
                 self.deadline,
             )?;
             self.state = describe(&obs, self.ctx.files);

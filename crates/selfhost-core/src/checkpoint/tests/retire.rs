@@ -3,7 +3,9 @@
 
 use super::builder::node_at;
 use super::{check, row};
-use crate::checkpoint::CheckpointPhase::{Activated, StaticOnNode, Superseded, TakingOver};
+use crate::checkpoint::CheckpointPhase::{
+    Activated, Keeping, StaticOnNode, Superseded, TakingOver,
+};
 use crate::component::Component::{ApiServer, ControllerManager, Scheduler};
 
 #[test]
@@ -127,14 +129,27 @@ fn a_component_kubeadms_static_pod_runs_again_is_never_started_from_its_checkpoi
             &["never activated"],
         ),
         row(
-            "the API answers and a leftover DaemonSet pod serves: nothing is kept",
+            "a conversion under way: the DaemonSet pod serving beside it is kept, for the \
+             conversion to move the static manifest aside",
             node_at(300)
                 .serving(ControllerManager, "rev-a", 100)
                 .kubeadm_static(ControllerManager)
                 .build(),
             ControllerManager,
+            Keeping,
+            &["keep", "rev-a"],
+        ),
+        row(
+            "its DaemonSet pod kept, then the API gone: still never activated",
+            node_at(300)
+                .api_down_since(100)
+                .kept(ControllerManager, "rev-a")
+                .kubeadm_static(ControllerManager)
+                .kubeadm_static(ApiServer)
+                .build(),
+            ControllerManager,
             StaticOnNode,
-            &["kubeadm"],
+            &["never activated"],
         ),
     ]);
 }

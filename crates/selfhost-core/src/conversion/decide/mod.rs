@@ -5,8 +5,8 @@
 //!
 //! To self-hosted, per component on node N:
 //! create the DaemonSet (gated) → label N → the DaemonSet pod starts beside the static pod →
-//! when it *serves* → move the static manifest aside → the mirror pod disappears → the
-//! DaemonSet pod serves → done.
+//! when it *serves* (and the node's checkpointer keeps it, where one is installed) → move the
+//! static manifest aside → the mirror pod disappears → the DaemonSet pod serves → done.
 //!
 //! A static pod without port sharing holds its port alone: the DaemonSet pod cannot bind it
 //! and crashes, which proves its image is on the node. Then the static manifest is rewritten

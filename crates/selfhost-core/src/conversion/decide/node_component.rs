@@ -45,6 +45,9 @@ pub struct NodeComponent {
     pub mirror_serving: Result<(), String>,
     /// Whether the DaemonSet pod on the node serves (`Err`: why not).
     pub daemonset_pod_serving: Result<(), String>,
+    /// Whether the node's checkpointer keeps a checkpoint of that DaemonSet pod's revision
+    /// (`None`: no checkpointer is to keep one; `Err`: why not yet).
+    pub checkpoint_kept: Option<Result<(), String>>,
     /// The component's leader Lease, when its holder's process is confirmed gone.
     pub lease_hand_over: Option<LeaseHandOver>,
     /// Whether a live leader holds the component's Lease (`Ok` for the apiserver, and when

@@ -37,9 +37,10 @@ pub(super) fn labelling_node(obs: &NodeComponent) -> ConvertStep {
     }
 }
 
-/// The node is labelled: the DaemonSet pod starts beside the static pod, and once it serves,
-/// the static manifest moves aside. A static pod without port sharing is restarted with it
-/// first, once the DaemonSet pod has shown its image is on the node.
+/// The node is labelled: the DaemonSet pod starts beside the static pod, and once it serves
+/// (and the node's checkpointer, where there is one, keeps it), the static manifest moves
+/// aside. A static pod without port sharing is restarted with it first, once the DaemonSet
+/// pod has shown its image is on the node.
 pub(super) fn starting_daemonset_pod(obs: &NodeComponent) -> ConvertStep {
     let node = &obs.node;
     let c = obs.component;
@@ -55,7 +56,16 @@ pub(super) fn starting_daemonset_pod(obs: &NodeComponent) -> ConvertStep {
     }
     if obs.static_permits_port_sharing {
         match &obs.daemonset_pod_serving {
-            Ok(()) => ConvertStep::MoveManifestAside,
+            // Without its checkpoint, a power cut after the move would leave the node with
+            // neither pod to start.
+            Ok(()) => match &obs.checkpoint_kept {
+                Some(Err(why)) => wait(
+                    obs,
+                    &format!("the checkpointer on {node} to keep the {c} DaemonSet pod"),
+                    vec![why.clone()],
+                ),
+                Some(Ok(())) | None => ConvertStep::MoveManifestAside,
+            },
             Err(why) if obs.static_port_sharing_added && !obs.mirror_permits_port_sharing => wait(
                 obs,
                 &format!("the static {c} pod on {node} to restart with port sharing"),

@@ -98,6 +98,7 @@ fn fresh() -> NodeComponent {
         )),
         mirror_serving: Ok(()),
         daemonset_pod_serving: Err("no pod".into()),
+        checkpoint_kept: None,
         lease_hand_over: None,
         leader: Ok(()),
         leader_here_acquired: None,

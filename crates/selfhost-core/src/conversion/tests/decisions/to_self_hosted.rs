@@ -52,6 +52,25 @@ fn to_self_hosted_table() {
             "move-manifest-aside",
         ),
         (
+            "it serves, but the node's checkpointer keeps no checkpoint of it yet: a power cut \
+             after the move would leave neither pod to start, so wait",
+            with(&|o| {
+                ds_here(running(), 0)(o);
+                o.daemonset_pod_serving = Ok(());
+                o.checkpoint_kept = Some(Err("soaking".into()));
+            }),
+            "wait",
+        ),
+        (
+            "it serves and is kept: move the manifest",
+            with(&|o| {
+                ds_here(running(), 0)(o);
+                o.daemonset_pod_serving = Ok(());
+                o.checkpoint_kept = Some(Ok(()));
+            }),
+            "move-manifest-aside",
+        ),
+        (
             "without port sharing a pod that has not started waits",
             with(&|o| {
                 ds_here(waiting("ContainerCreating"), 0)(o);
