@@ -255,14 +255,12 @@ impl TestBed {
                 .iter()
                 .map(|n| (n.name.clone(), n.apiserver()))
                 .collect();
-            let config = base.join("haproxy.cfg");
-            write(&config, &haproxy::config(endpoint, &backends), 0o644)?;
-            Some(Daemon::spawn(
-                "haproxy",
-                Path::new("haproxy"),
-                &strings(&["-db", "-f", &config.display().to_string()]),
-                &logs.join("haproxy.log"),
-            )?)
+            write(
+                &base.join(HAPROXY_CONFIG),
+                &haproxy::config(endpoint, &backends),
+                0o644,
+            )?;
+            Some(spawn_balancer(&base)?)
         } else {
             None
         };
@@ -520,6 +518,26 @@ impl TestBed {
         Ok(())
     }
 
+    /// Stops the load balancer (SIGKILL): every client that reaches the API through it, the
+    /// kubelets and the checkpointers included, finds it gone, while every node's processes
+    /// go on running. Without a balancer (one node), nothing happens.
+    pub async fn stop_balancer(&mut self) {
+        if let Some(balancer) = &mut self.balancer {
+            balancer.kill().await;
+        }
+    }
+
+    /// Starts the load balancer again (after [`TestBed::stop_balancer`]).
+    ///
+    /// # Errors
+    /// It cannot be started.
+    pub fn start_balancer(&mut self) -> Result<(), BedError> {
+        if self.balancer.is_some() {
+            self.balancer = Some(spawn_balancer(&self.dir)?);
+        }
+        Ok(())
+    }
+
     /// Fails when etcd, the balancer or a kubelet has exited.
     ///
     /// # Errors
@@ -594,4 +612,22 @@ impl Drop for TestBed {
         // children in their own process groups and would outlive the bed.
         self.kill_containers();
     }
+}
+
+/// HAProxy's configuration, in the bed's directory.
+const HAPROXY_CONFIG: &str = "haproxy.cfg";
+
+/// Starts HAProxy on the configuration in the bed's directory `base`, logging beside the
+/// bed's other logs.
+fn spawn_balancer(base: &Path) -> Result<Daemon, BedError> {
+    Daemon::spawn(
+        "haproxy",
+        Path::new("haproxy"),
+        &strings(&[
+            "-db",
+            "-f",
+            &base.join(HAPROXY_CONFIG).display().to_string(),
+        ]),
+        &base.join("logs").join("haproxy.log"),
+    )
 }

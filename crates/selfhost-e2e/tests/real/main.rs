@@ -32,7 +32,8 @@ async fn one_node_lifecycle() {
 }
 
 /// Three nodes behind HAProxy: convert, a power cut of every node survived on the
-/// checkpoints, the upgrade killed in each pivot and resumed, the
+/// checkpoints, an outage of HAProxy that starts no copy, the upgrade killed in each pivot
+/// and resumed, the
 /// same command again, a target that cannot be pulled rolled back, convert back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real-process bed: crates/selfhost-e2e/scripts/build-kubernetes.sh"]
@@ -40,6 +41,7 @@ async fn three_nodes_lifecycle() {
     let (mut bed, _) = support::bed(3).await;
     scenarios::convert_to_self_hosted(&bed).await;
     scenarios::power_cut_comes_back(&mut bed).await;
+    scenarios::balancer_outage_starts_no_copy(&mut bed).await;
     scenarios::killed_runs_resume(&bed).await;
     scenarios::nothing_to_do(&bed, TO_TAG).await;
     scenarios::rolled_back(&bed, "v1.20.4", TO_TAG).await;

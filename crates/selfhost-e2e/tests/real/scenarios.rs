@@ -286,6 +286,82 @@ fn copies_active(bed: &TestBed) -> bool {
     })
 }
 
+/// What each node's checkpointer wrote to its log: every line of every run of its container.
+fn checkpointer_log(bed: &TestBed) -> String {
+    let mut text = String::new();
+    for node in bed.nodes() {
+        let Ok(pods) = std::fs::read_dir(node.path("/var/log/pods")) else {
+            continue;
+        };
+        for pod in pods.flatten() {
+            if !pod
+                .file_name()
+                .to_string_lossy()
+                .contains("selfhost-checkpointer")
+            {
+                continue;
+            }
+            let Ok(containers) = std::fs::read_dir(pod.path()) else {
+                continue;
+            };
+            for container in containers.flatten() {
+                for run in std::fs::read_dir(container.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    text.push_str(&std::fs::read_to_string(run.path()).unwrap_or_default());
+                }
+            }
+        }
+    }
+    text
+}
+
+/// The load balancer gone for longer than the checkpointers' grace while every node's
+/// processes run (an outage of the balancer, a partition): the API is unreachable from every
+/// node, but each checkpointer finds its node's components taking connections on their own
+/// ports, starts no copy beside them, and the control plane serves again once the balancer
+/// is back.
+pub async fn balancer_outage_starts_no_copy(bed: &mut TestBed) {
+    /// The outage: more than twice the checkpointers' grace (10 s).
+    const OUTAGE: Duration = Duration::from_secs(25);
+    let before = checkpointer_log(bed).matches("serves on this node").count();
+    bed.stop_balancer().await;
+    let until = tokio::time::Instant::now() + OUTAGE;
+    while tokio::time::Instant::now() < until {
+        assert!(
+            !copies_active(bed),
+            "no copy is started beside running processes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Each component of each node said why it started nothing.
+    let said = checkpointer_log(bed).matches("serves on this node").count() - before;
+    assert!(
+        said >= 3 * bed.nodes().len(),
+        "every checkpointer found its node's components running: {said} lines\n{}",
+        checkpointer_log(bed)
+    );
+    assert!(
+        !copies_active(bed),
+        "no copy is started beside running processes"
+    );
+    bed.start_balancer().expect("the balancer starts again");
+    let client = bed.client().await.expect("client");
+    let nodes = bed.nodes().len();
+    eventually("the API serves again", Duration::from_secs(60), || {
+        let client = client.clone();
+        async move {
+            selfhost_e2e::bed::control_plane_state(&client)
+                .await
+                .is_ok_and(|s| s.serving(nodes))
+        }
+    })
+    .await;
+    assert!(!copies_active(bed), "nothing to retire afterwards");
+}
+
 /// The power of every node cut and given back once every node keeps a checkpoint of each
 /// component: the control plane comes back by itself on the checkpoints, then hands back to
 /// its DaemonSet pods and the copies are retired. Prints the times from power-on.

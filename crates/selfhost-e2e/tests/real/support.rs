@@ -224,13 +224,14 @@ pub async fn selfhost_to_end(bed: &TestBed, args: &[&str]) -> Run {
     selfhost(bed, args, |_| false).await
 }
 
-/// Runs `selfhost --kubeconfig <bed admin> plan <target>`: whether the plan proceeds (exit
-/// 0), and its text.
+/// Runs `selfhost --kubeconfig <bed admin> plan <target> --force` (the bed's versions are
+/// older than the ones selfhost supports, as the scenarios' `apply --force`): whether the plan
+/// proceeds (exit 0), and its text.
 pub async fn plan(bed: &TestBed, target: &str) -> (bool, String) {
     let output = tokio::process::Command::new(selfhost_binary())
         .arg("--kubeconfig")
         .arg(bed.admin_kubeconfig())
-        .args(["plan", target])
+        .args(["plan", target, "--force"])
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .output()
