@@ -5,10 +5,13 @@
 //! to the same target is already under way (our backup exists) is not required to have
 //! converged: `apply` resumes it.
 
+mod checkpointers;
 mod resumed_api;
 mod shape;
 #[cfg(test)]
 mod tests;
+
+pub use checkpointers::checkpointers_check;
 
 use std::collections::BTreeMap;
 
@@ -81,6 +84,9 @@ pub enum CheckId {
     /// Every control-plane node can pull and run the target images (`--prepull`; see
     /// [`crate::prepull`]).
     ImagesPullable,
+    /// Every control-plane node runs the checkpointer (a warning only; see
+    /// `preflight/checkpointers.rs`).
+    Checkpointers,
 }
 
 impl CheckId {
@@ -96,6 +102,7 @@ impl CheckId {
             CheckId::ExpectedDisruption => "expected-disruption",
             CheckId::DaemonSetShape => "daemonset-shape",
             CheckId::ImagesPullable => "images-pullable",
+            CheckId::Checkpointers => "checkpointers",
         }
     }
 }

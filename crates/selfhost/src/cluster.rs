@@ -24,9 +24,10 @@ use crate::permission::{Permission, UPGRADER, VIEWER};
 use crate::plan::{Plan, PlanRequest, make_plan};
 use crate::prepull::{PrepullOptions, PrepullProgress, images_to_prepull, prepull, record};
 use crate::retry::RetryPolicy;
-use crate::status::{ControlPlaneStatus, NodeCheckpointer, checkpointers, component_status};
+use crate::status::{ControlPlaneStatus, checkpointers, component_status};
 use crate::target::Targets;
 use crate::upgrade::{ApplyOptions, RunReport, apply};
+use selfhost_core::checkpoint::NodeCheckpointer;
 
 /// How long the first list of the control-plane objects may take.
 const FIRST_LIST: Duration = Duration::from_secs(30);
@@ -192,18 +193,26 @@ impl Cluster {
         checkpointers(&names, &pods.items)
     }
 
-    /// The plan for `request`, and the target templates `apply` is to act on.
+    /// The plan for `request`, and the target templates `apply` is to act on; its preflight
+    /// ends with whether every control-plane node runs the checkpointer.
     ///
     /// # Errors
     /// The cluster could not be read, or the target not rendered.
     pub async fn plan(&mut self, request: &PlanRequest) -> Result<(Plan, Targets), Error> {
-        let (plan, targets, _) = make_plan(
+        let (mut plan, targets, _) = make_plan(
             &mut self.observer,
             &self.clients.api,
             request,
             &RetryPolicy::default(),
         )
         .await?;
+        // A warning at most: it never changes whether the plan proceeds.
+        let checkpointers = self.checkpointers().await;
+        plan.preflight
+            .checks
+            .push(selfhost_core::preflight::checkpointers_check(
+                &checkpointers,
+            ));
         Ok((plan, targets))
     }
 

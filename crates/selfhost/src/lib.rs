@@ -80,7 +80,7 @@ pub use recover::{
     RecoveredComponent, RecoveredFile,
 };
 pub use retry::{RetryPolicy, with_retries};
-pub use status::{CheckpointerState, ComponentStatus, ControlPlaneStatus, NodeCheckpointer};
+pub use status::{ComponentStatus, ControlPlaneStatus};
 pub use target::{TargetError, Targets, TemplateSource};
 pub use upgrade::{ApplyOptions, RunOutcome, RunReport, apply};
 pub use upgrade::{ExecuteError, ExecuteOptions};
@@ -88,7 +88,7 @@ pub use upgrade::{ExecuteError, ExecuteOptions};
 /// The domain's words from `selfhost-core` that the front door speaks in.
 pub use selfhost_core::checkpoint::{
     CHECKPOINTER_MANIFEST, CHECKPOINTER_NAME, CheckpointPolicy, CheckpointStep, CheckpointTuning,
-    CheckpointerPod, KUBELET_KUBECONFIG,
+    CheckpointerPod, CheckpointerState, KUBELET_KUBECONFIG, NodeCheckpointer,
 };
 pub use selfhost_core::component::NAMESPACE;
 pub use selfhost_core::config::ClusterConfig;

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use selfhost_core::Component;
 use selfhost_core::backup::BackupOrigin;
-use selfhost_core::checkpoint::is_checkpointer;
+use selfhost_core::checkpoint::{CheckpointerState, NodeCheckpointer, is_checkpointer};
 use selfhost_core::observation::{ApiHealth, Observation};
 use serde::Serialize;
 
@@ -21,46 +21,6 @@ pub struct ControlPlaneStatus {
     pub components: Vec<ComponentStatus>,
     /// Each control-plane node's checkpointer; empty when the nodes could not be listed.
     pub checkpointers: Vec<NodeCheckpointer>,
-}
-
-/// A control-plane node's checkpointer, as its mirror pod shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NodeCheckpointer {
-    /// The node.
-    pub node: String,
-    /// Whether it runs.
-    #[serde(flatten)]
-    pub state: CheckpointerState,
-}
-
-/// Whether a node's checkpointer runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "checkpointer", rename_all = "kebab-case")]
-pub enum CheckpointerState {
-    /// Its container is ready.
-    Running,
-    /// Its mirror pod is there, its container not ready.
-    NotRunning {
-        /// What the pod shows.
-        why: String,
-    },
-    /// The node has none: a power cut of every control-plane node leaves the control plane
-    /// down (`selfhost checkpoint install` on the node).
-    None,
-}
-
-impl std::fmt::Display for CheckpointerState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CheckpointerState::Running => write!(f, "running"),
-            CheckpointerState::NotRunning { why } => write!(f, "NOT running: {why}"),
-            CheckpointerState::None => write!(
-                f,
-                "none: a power cut of every control-plane node leaves the control plane down \
-                 (run `selfhost checkpoint install` on the node)"
-            ),
-        }
-    }
 }
 
 /// Each control-plane node's checkpointer, from the control-plane nodes' names and the

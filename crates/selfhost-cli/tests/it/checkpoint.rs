@@ -197,6 +197,29 @@ async fn install(sim: &SimCluster, args: &[&str]) -> std::process::Output {
         .expect("joined")
 }
 
+/// The verdict and message of `selfhost plan`'s `checkpointers` check.
+async fn plan_check(sim: &SimCluster) -> (String, String) {
+    let mut command = crate::selfhost();
+    command
+        .arg("--kubeconfig")
+        .arg(sim.kubeconfig_path())
+        .args(["-o", "json", "plan", "v1.34.0"]);
+    let out = tokio::task::spawn_blocking(move || command.output().expect("selfhost runs"))
+        .await
+        .expect("joined");
+    assert_eq!(out.status.code(), Some(0), "a warning never refuses");
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON plan");
+    let check = plan["preflight"]["checks"]
+        .as_array()
+        .and_then(|checks| checks.iter().find(|c| c["id"] == "checkpointers"))
+        .cloned()
+        .unwrap_or_default();
+    (
+        check["verdict"].as_str().unwrap_or_default().to_string(),
+        check["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
 /// `selfhost status`'s line for cp-1's checkpointer.
 async fn status_line(sim: &SimCluster) -> String {
     let mut command = crate::selfhost();
@@ -227,6 +250,9 @@ async fn checkpoint_install_writes_the_static_pod_and_status_shows_it_running() 
         status_line(&sim).await.contains("none: a power cut"),
         "status says the node has none"
     );
+    let (verdict, message) = plan_check(&sim).await;
+    assert_eq!(verdict, "warn", "{message}");
+    assert!(message.starts_with("cp-1: none;"), "{message}");
 
     let out = install(&sim, &["--checkpointer-image", IMAGE, "--dry-run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -256,6 +282,9 @@ async fn checkpoint_install_writes_the_static_pod_and_status_shows_it_running() 
         stderr(&out)
     );
     assert!(status_line(&sim).await.contains("NOT running"));
+    let (verdict, message) = plan_check(&sim).await;
+    assert_eq!(verdict, "warn", "{message}");
+    assert!(message.starts_with("cp-1: NOT running"), "{message}");
 
     sim.registry().add_image(IMAGE).expect("a valid image name");
     let out = install(&sim, &["--checkpointer-image", IMAGE]).await;
@@ -274,6 +303,7 @@ async fn checkpoint_install_writes_the_static_pod_and_status_shows_it_running() 
         status_line(&sim).await.ends_with("running"),
         "status shows it running"
     );
+    assert_eq!(plan_check(&sim).await.0, "pass");
 
     let out = install(&sim, &["--checkpointer-image", IMAGE]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -57,6 +57,7 @@ mod local_endpoint;
 mod observation;
 mod phase;
 mod policy;
+mod presence;
 mod static_copy;
 mod step;
 #[cfg(test)]
@@ -71,5 +72,6 @@ pub use local_endpoint::{LocalEndpoint, local_endpoint};
 pub use observation::{ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, RunningPod};
 pub use phase::CheckpointPhase;
 pub use policy::{CheckpointPolicy, DEFAULT_API_GRACE, DEFAULT_SOAK, MIN_API_GRACE};
+pub use presence::{CheckpointerState, NodeCheckpointer};
 pub use static_copy::{copy_name, static_copy};
 pub use step::CheckpointStep;
