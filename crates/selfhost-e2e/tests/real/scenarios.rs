@@ -332,7 +332,8 @@ pub async fn balancer_outage_starts_no_copy(bed: &mut TestBed) {
     while tokio::time::Instant::now() < until {
         assert!(
             !copies_active(bed),
-            "no copy is started beside running processes"
+            "no copy is started beside running processes:\n{}",
+            checkpointer_log(bed)
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -348,17 +349,7 @@ pub async fn balancer_outage_starts_no_copy(bed: &mut TestBed) {
         "no copy is started beside running processes"
     );
     bed.start_balancer().expect("the balancer starts again");
-    let client = bed.client().await.expect("client");
-    let nodes = bed.nodes().len();
-    eventually("the API serves again", Duration::from_secs(60), || {
-        let client = client.clone();
-        async move {
-            selfhost_e2e::bed::control_plane_state(&client)
-                .await
-                .is_ok_and(|s| s.serving(nodes))
-        }
-    })
-    .await;
+    control_plane_serves(bed, "the control plane serves again through the balancer").await;
     assert!(!copies_active(bed), "nothing to retire afterwards");
 }
 

@@ -43,6 +43,10 @@ struct Record {
     revision: String,
     image: String,
     written_at: Timestamp,
+    /// The node's IP as the pod saw it (`status.hostIP`): what `$(HOST_IP)` in its flags
+    /// stands for when the API that tells it is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host_ip: Option<String>,
 }
 
 impl NodeDisk {
@@ -90,6 +94,12 @@ impl NodeDisk {
     /// The pod stored in `component`'s checkpoint, if one is.
     pub fn checkpoint_pod(&self, component: Component) -> Option<Pod> {
         read_pod(&self.pod_path(component))
+    }
+
+    /// The node's IP `component`'s checkpoint was kept with, if it was recorded.
+    pub fn checkpoint_host_ip(&self, component: Component) -> Option<String> {
+        let text = std::fs::read_to_string(self.record_path(component)).ok()?;
+        serde_json::from_str::<Record>(&text).ok()?.host_ip
     }
 
     /// The active copy of `component`, if one is in the manifests directory.
@@ -140,14 +150,16 @@ impl NodeDisk {
             .any(|c| self.active_path(c).exists())
     }
 
-    /// Stores `pod` (its static form) as the checkpoint of `component`. The pod is written
-    /// before the record, so a record always names a whole pod.
+    /// Stores `pod` (its static form) as the checkpoint of `component`, with the node's IP
+    /// the pod ran with. The pod is written before the record, so a record always names a
+    /// whole pod.
     pub fn keep(
         &self,
         component: Component,
         pod: &Pod,
         revision: &str,
         image: &str,
+        host_ip: Option<&str>,
         now: Timestamp,
     ) -> Result<(), FilesError> {
         let dir = self.component_dir(component);
@@ -156,6 +168,7 @@ impl NodeDisk {
             revision: revision.to_string(),
             image: image.to_string(),
             written_at: now,
+            host_ip: host_ip.map(str::to_string),
         };
         let json = serde_json::to_vec_pretty(&record).map_err(|e| FilesError::Write {
             path: self.record_path(component),

@@ -26,7 +26,8 @@ pub(super) async fn listens(endpoint: &LocalEndpoint) -> bool {
 pub(super) async fn local_processes(disk: &NodeDisk) -> BTreeMap<Component, bool> {
     let asks = Component::ALL.into_iter().filter_map(|component| {
         let pod = disk.checkpoint_pod(component)?;
-        let endpoint = local_endpoint(component, pod.spec.as_ref()?)?;
+        let host_ip = disk.checkpoint_host_ip(component);
+        let endpoint = local_endpoint(component, pod.spec.as_ref()?, host_ip.as_deref())?;
         Some(async move { (component, listens(&endpoint).await) })
     });
     futures::future::join_all(asks).await.into_iter().collect()

@@ -279,7 +279,8 @@ async fn act(
             let copy = checkpoint::static_copy(component, pod)
                 .map_err(|e| CheckpointError::Pod(e.to_string()))?;
             write_secret_files(clients, options, pod).await?;
-            disk.keep(component, &copy, revision, image, now)?;
+            let host_ip = pod.status.as_ref().and_then(|s| s.host_ip.as_deref());
+            disk.keep(component, &copy, revision, image, host_ip, now)?;
         }
         CheckpointStep::Activate { .. } => disk.activate(component, now)?,
         CheckpointStep::Retire { .. } => disk.retire(component)?,
