@@ -22,6 +22,8 @@ pub struct RequestMatcher {
     path_prefix: Option<String>,
     verb: Option<Verb>,
     resource: Option<String>,
+    /// Requests with this `User-Agent` never match.
+    spared_agent: Option<String>,
 }
 
 impl RequestMatcher {
@@ -67,6 +69,13 @@ impl RequestMatcher {
         self
     }
 
+    /// Leaves the requests of one client, by its `User-Agent`, alone: faults aimed at one
+    /// client of the cluster are not consumed by another.
+    pub fn sparing(mut self, user_agent: &str) -> Self {
+        self.spared_agent = Some(user_agent.to_string());
+        self
+    }
+
     fn matches(&self, req: &RequestFacts<'_>) -> bool {
         self.method.as_ref().is_none_or(|m| m == req.method)
             && self.path.as_deref().is_none_or(|p| p == req.path)
@@ -79,6 +88,10 @@ impl RequestMatcher {
                 .resource
                 .as_deref()
                 .is_none_or(|r| Some(r) == req.resource)
+            && self
+                .spared_agent
+                .as_deref()
+                .is_none_or(|a| a != req.user_agent)
     }
 }
 
@@ -116,6 +129,8 @@ pub(crate) struct RequestFacts<'a> {
     pub(crate) path: &'a str,
     pub(crate) verb: Option<Verb>,
     pub(crate) resource: Option<&'a str>,
+    /// Its `User-Agent` (empty when it sent none).
+    pub(crate) user_agent: &'a str,
 }
 
 /// What the server does with a request, as decided by the faults.
@@ -302,7 +317,30 @@ mod tests {
             path,
             verb: Some(verb),
             resource: Some(resource),
+            user_agent: "",
         }
+    }
+
+    #[test]
+    fn a_spared_client_neither_meets_nor_consumes_a_fault() {
+        let f = Faults::default();
+        f.inject(
+            RequestMatcher::resource("pods").sparing("node-agent"),
+            FaultAction::Status {
+                code: 500,
+                retry_after: None,
+            },
+            Some(1),
+        );
+        let path = "/api/v1/namespaces/kube-system/pods";
+        let agent = RequestFacts {
+            user_agent: "node-agent",
+            ..facts(&Method::GET, path, Verb::List, "pods")
+        };
+        assert!(f.decide(&agent).error.is_none());
+        let tool = facts(&Method::GET, path, Verb::List, "pods");
+        assert_eq!(f.decide(&tool).error.map(|e| e.code), Some(500));
+        assert!(f.decide(&tool).error.is_none());
     }
 
     #[test]

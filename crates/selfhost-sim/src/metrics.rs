@@ -22,6 +22,7 @@ pub struct Metrics {
 struct Counts {
     by_request: BTreeMap<(String, String), u64>,
     by_agent: BTreeMap<String, u64>,
+    by_agent_request: BTreeMap<(String, String, String), u64>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -44,6 +45,14 @@ impl Metrics {
             .entry((verb.to_string(), resource.to_string()))
             .or_default() += 1;
         *counts.by_agent.entry(user_agent.to_string()).or_default() += 1;
+        *counts
+            .by_agent_request
+            .entry((
+                user_agent.to_string(),
+                verb.to_string(),
+                resource.to_string(),
+            ))
+            .or_default() += 1;
     }
 
     /// Requests sent with this `User-Agent` (`""`: requests without one).
@@ -75,6 +84,18 @@ impl Metrics {
         self.lock().by_request.clone()
     }
 
+    /// Every counter of the requests not sent with this `User-Agent`: `(verb, resource) →
+    /// count`.
+    pub fn snapshot_sparing(&self, user_agent: &str) -> BTreeMap<(String, String), u64> {
+        let mut out = BTreeMap::new();
+        for ((agent, verb, resource), n) in &self.lock().by_agent_request {
+            if agent != user_agent {
+                *out.entry((verb.clone(), resource.clone())).or_default() += n;
+            }
+        }
+        out
+    }
+
     /// All requests counted.
     pub fn total(&self) -> u64 {
         self.lock().by_request.values().sum()
@@ -103,6 +124,10 @@ mod tests {
         assert_eq!(m.requests("list", "pods"), 0);
         assert_eq!(m.requests_for("daemonsets"), 1);
         assert_eq!(m.total(), 3);
+        assert_eq!(
+            m.snapshot_sparing("kubectl/v1.33.1"),
+            BTreeMap::from([(("get".to_string(), "pods".to_string()), 1)])
+        );
         m.reset();
         assert_eq!(m.total(), 0);
         assert_eq!(m.requests_from(""), 0);

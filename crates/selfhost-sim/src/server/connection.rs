@@ -293,6 +293,7 @@ async fn handle(
         path: &path,
         verb,
         resource: resource.as_deref(),
+        user_agent,
     });
     if !decision.delay.is_zero() {
         tokio::time::sleep(decision.delay).await;
