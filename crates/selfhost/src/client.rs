@@ -208,16 +208,32 @@ impl std::fmt::Debug for Clients {
 
 /// Builds the clients from the kubeconfig chosen as kubectl would.
 pub async fn connect(args: &ClientArgs) -> Result<Clients, ClientError> {
+    connect_as(args, None).await
+}
+
+/// [`connect`], the clients sending `user_agent` as their `User-Agent` (`None`: kube-rs's).
+pub(crate) async fn connect_as(
+    args: &ClientArgs,
+    user_agent: Option<&'static str>,
+) -> Result<Clients, ClientError> {
     let env = std::env::var_os("KUBECONFIG");
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let source = KubeconfigSource::choose(args, env.as_deref(), home.as_deref())?;
-    connect_with(&source, args.context.as_deref()).await
+    connect_from(&source, args.context.as_deref(), user_agent).await
 }
 
 /// Builds the clients from a chosen kubeconfig source.
 pub async fn connect_with(
     source: &KubeconfigSource,
     context: Option<&str>,
+) -> Result<Clients, ClientError> {
+    connect_from(source, context, None).await
+}
+
+async fn connect_from(
+    source: &KubeconfigSource,
+    context: Option<&str>,
+    user_agent: Option<&'static str>,
 ) -> Result<Clients, ClientError> {
     let described = source.describe();
     let kubeconfig = read_kubeconfig(source)?;
@@ -269,13 +285,19 @@ pub async fn connect_with(
         context: Some(context.clone()),
         ..KubeConfigOptions::default()
     };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .map_err(|e| ClientError::Context {
             context: context.clone(),
             path: described.clone(),
             detail: e.to_string(),
         })?;
+    if let Some(agent) = user_agent {
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(agent),
+        ));
+    }
     let server = config.cluster_url.to_string();
     let requests = RequestCount::default();
 

@@ -129,6 +129,10 @@ pub fn manifests(
     )?)
 }
 
+/// The `User-Agent` the checkpointer's requests carry, so that the API server's audit log and
+/// metrics tell the node agent from the upgrading tool.
+pub const CHECKPOINTER_USER_AGENT: &str = "selfhost-checkpoint";
+
 /// Runs the checkpointer on its node until `cancel` (see `docs/design.md`, "Checkpoints"):
 /// the API may be down from the start, so it needs a kubeconfig, not a connection.
 ///
@@ -140,7 +144,7 @@ pub async fn checkpoint(
     cancel: &tokio_util::sync::CancellationToken,
     report: &mut (dyn FnMut(&CheckpointRound) + Send),
 ) -> Result<(), Error> {
-    let clients = client::connect(args).await?;
+    let clients = client::connect_as(args, Some(CHECKPOINTER_USER_AGENT)).await?;
     checkpoint::run(&clients, options, cancel, report).await;
     Ok(())
 }

@@ -434,4 +434,10 @@ async fn failing_pod_lists_from_an_answering_api_start_no_copy() {
     }
     sim.faults().remove(failing);
     assert!(checkpointed::api_answers(&sim).await);
+    assert!(
+        sim.metrics()
+            .requests_from(selfhost::CHECKPOINTER_USER_AGENT)
+            > 0,
+        "the agent's requests say who sends them"
+    );
 }
