@@ -39,6 +39,20 @@ pub fn with_checkpointer(
         // Each read is a probe and a list: no more often than the simulator can bear.
         interval: (Duration::from_secs(1) / speed).max(MIN_INTERVAL),
     });
+    with_tuned_checkpointer(builder, image, program, tuning)
+}
+
+/// [`with_checkpointer`] with the agent's policy and reading interval given (`None`: its own
+/// defaults).
+///
+/// # Errors
+/// The manifest cannot be rendered.
+pub fn with_tuned_checkpointer(
+    builder: SimClusterBuilder,
+    image: &str,
+    program: PathBuf,
+    tuning: Option<CheckpointTuning>,
+) -> Result<SimClusterBuilder, selfhost::Error> {
     let pod = {
         let image = image.to_string();
         move |node: &str| CheckpointerPod {

@@ -48,6 +48,20 @@ pub fn with_checkpointers(builder: SimClusterBuilder, speed: u32) -> SimClusterB
     .expect("the checkpointer's manifest renders")
 }
 
+/// [`with_checkpointers`] with the agent's policy and reading interval given.
+pub fn with_tuned_checkpointers(
+    builder: SimClusterBuilder,
+    tuning: selfhost::CheckpointTuning,
+) -> SimClusterBuilder {
+    sim_checkpointer::with_tuned_checkpointer(
+        builder,
+        CHECKPOINTER_IMAGE,
+        assert_cmd::cargo::cargo_bin("selfhost"),
+        Some(tuning),
+    )
+    .expect("the checkpointer's manifest renders")
+}
+
 /// Each control-plane node's checkpointer files.
 pub fn disks(sim: &SimCluster) -> Vec<NodeDisk> {
     sim.control_plane_names()
@@ -79,6 +93,22 @@ pub async fn every_node_keeps_every_component(sim: &SimCluster) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Whether every control-plane node's checkpointer runs as `convert to-self-hosted` leaves
+/// it: its mirror pod (`selfhost-checkpointer-<node>`) in the API and Ready.
+pub fn every_checkpointer_ready(sim: &SimCluster) -> bool {
+    sim.control_plane_names().iter().all(|node| {
+        let name = format!("{}-{node}", selfhost::CHECKPOINTER_NAME);
+        sim.store()
+            .get_opt(&resources::PODS, "kube-system", &name)
+            .and_then(|pod| pod.pointer("/status/conditions").cloned())
+            .and_then(|cs| cs.as_array().cloned())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+    })
 }
 
 /// What each control-plane node's checkpointer printed, every run of it since the node first

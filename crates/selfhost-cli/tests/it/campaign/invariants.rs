@@ -373,13 +373,28 @@ pub fn availability_violations(
         (true, n) => 2 * n,
     };
     if failed.len() > allowed {
+        // When, in seconds from the run's start, so that a replay can be lined up with the
+        // schedule's windows and the checkpointers' logs.
+        let at = |t: Instant| t.saturating_duration_since(from).as_secs_f64();
         let errors: Vec<_> = failed
             .iter()
             .take(3)
-            .map(|s| s.error.clone().unwrap_or_default())
+            .map(|s| {
+                format!(
+                    "{:.2}-{:.2} s: {}",
+                    at(s.started),
+                    at(s.finished),
+                    s.error.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        let windows: Vec<_> = forced
+            .iter()
+            .map(|(a, b)| format!("{:.2}-{:.2} s", at(*a), at(*b)))
             .collect();
         out.push(format!(
-            "{} probes failed outside forced windows (allowed {allowed}), e.g. {errors:?}",
+            "{} probes failed outside forced windows {windows:?} (allowed {allowed}), e.g. \
+             {errors:?}",
             failed.len()
         ));
     }

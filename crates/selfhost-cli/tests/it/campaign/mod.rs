@@ -11,6 +11,7 @@
 //!   `SELFHOST_CAMPAIGN_WITHOUT=crashes,expiries` replays it without those fault kinds.
 
 mod invariants;
+mod power;
 mod rng;
 mod run;
 mod scenario;
@@ -64,6 +65,11 @@ struct Figures {
     kills: usize,
     refused_while_not_ready: usize,
     refused_while_api_down: usize,
+    refused_after_reboot: usize,
+    reboots: u64,
+    power_cuts: u64,
+    /// The longest time from power-on until the API served again.
+    longest_back: f64,
     errors_fired: BTreeMap<&'static str, u64>,
     watch_drops: u64,
     expiries: u64,
@@ -85,6 +91,12 @@ impl Figures {
         self.kills += usize::from(r.killed);
         self.refused_while_not_ready += r.refused_while_not_ready;
         self.refused_while_api_down += r.refused_while_api_down;
+        self.refused_after_reboot += r.refused_after_reboot;
+        self.reboots += r.faults.reboots;
+        self.power_cuts += r.faults.power_cuts;
+        self.longest_back = self
+            .longest_back
+            .max(r.back_after_power_cut.unwrap_or_default());
         for (kind, n) in r.faults.fired_by_kind() {
             *self.errors_fired.entry(kind).or_default() += n;
         }
@@ -114,7 +126,7 @@ impl Figures {
         let _ = writeln!(s, "  exit codes: {:?}", self.exits);
         let _ = writeln!(
             s,
-            "  invocations {}, SIGKILLs {}, refusals while a node was NotReady {} / while a crash held the API down {}",
+            "  invocations {}, SIGKILLs or power cuts {}, refusals while a node was NotReady {} / while a crash held the API down {}",
             self.invocations, self.kills, self.refused_while_not_ready, self.refused_while_api_down
         );
         let _ = writeln!(s, "  request errors fired: {:?}", self.errors_fired);
@@ -122,6 +134,11 @@ impl Figures {
             s,
             "  watch drops {}, forced 410s armed {}, apiserver crash-restarts {}, NotReady windows {}",
             self.watch_drops, self.expiries, self.crashes, self.not_ready
+        );
+        let _ = writeln!(
+            s,
+            "  reboots {} (refusals after one {}), power cuts {} (API back at most {:.1} s after power-on)",
+            self.reboots, self.refused_after_reboot, self.power_cuts, self.longest_back
         );
         let _ = writeln!(
             s,

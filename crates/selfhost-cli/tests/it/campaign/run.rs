@@ -1,13 +1,16 @@
-//! One run: a simulated cluster shaped by the scenario, the real `selfhost` binary upgrading
-//! it under the fault schedule (SIGKILLed and run again where the scenario says), then every
-//! invariant checked.
+//! One run: a simulated cluster shaped by the scenario, a checkpointer on each of its
+//! control-plane nodes, the real `selfhost` binary upgrading it under the fault schedule
+//! (SIGKILLed, or killed with every node by a power cut, and run again where the scenario
+//! says), then every invariant checked.
 
 use std::io::{BufRead, BufReader, Read, Seek};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+use selfhost::{CheckpointPolicy, CheckpointTuning};
 use selfhost_core::Component;
+use selfhost_core::checkpoint::DEFAULT_SOAK;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::{
     Handovers, IdentityLeaseTimings, LeaderElectionTimings, ProberOptions,
@@ -16,9 +19,11 @@ use selfhost_sim::{SimCluster, SimTimings};
 use tokio::time::Instant;
 
 use super::invariants::{self, Snapshot};
+use super::power;
 use super::scenario::{Breakage, Kill, Scenario};
 use super::schedule::{FaultLog, Schedule};
 use super::writer::{ANNOTATION, Writer, WriterLog};
+use crate::checkpointed::{self, Served};
 
 /// At most this many invocations of the tool per run (the first, one after a SIGKILL, and
 /// re-runs after a refusal or a stop while a node was NotReady or the API was down).
@@ -46,6 +51,9 @@ pub struct RunResult {
     pub killed: bool,
     pub refused_while_not_ready: usize,
     pub refused_while_api_down: usize,
+    pub refused_after_reboot: usize,
+    /// Seconds from power-on until the API served again, after a power cut.
+    pub back_after_power_cut: Option<f64>,
     pub faults: FaultLog,
     pub writer: Option<WriterLog>,
     pub violations: Vec<String>,
@@ -154,8 +162,34 @@ fn timings(scenario: &Scenario) -> SimTimings {
 /// How much faster than real ones the Lease clocks run (a leader's Lease lasts 600 ms).
 const LEASE_SPEEDUP: u32 = 25;
 
+/// The checkpointers' clock: their soak as fast as the pods'; their grace, as a real one
+/// outlasts one restart of a kube-apiserver, longer than any crash-restart the schedule
+/// forces and than two of the agent's probes timing out on a loaded two-core machine (2 s
+/// each): a copy activated beside DaemonSet pods that never stopped is never retired (see
+/// docs/reliability.md, "Known limits");
+/// a read of the node every 500 ms, since each is a probe and a list on connections of their
+/// own, and two runs of up to five nodes each share this process's two threads.
+fn checkpointer_tuning(scenario: &Scenario) -> CheckpointTuning {
+    CheckpointTuning {
+        policy: CheckpointPolicy {
+            soak: DEFAULT_SOAK / scenario.speedup,
+            api_grace: CHECKPOINTER_GRACE,
+        },
+        interval: Duration::from_millis(500),
+    }
+}
+
+/// See [`checkpointer_tuning`].
+const CHECKPOINTER_GRACE: Duration = Duration::from_secs(5);
+
+/// How long the checkpointers' mirror pods may take to be Ready once the cluster runs (two
+/// runs of up to five nodes each start their processes on a loaded machine).
+const CHECKPOINTERS_WITHIN: Duration = Duration::from_secs(60);
+
+/// A self-hosted cluster as `convert to-self-hosted` leaves one: the checkpointer on every
+/// control-plane node.
 async fn start_cluster(scenario: &Scenario) -> SimCluster {
-    SimCluster::builder()
+    let builder = SimCluster::builder()
         .control_plane_nodes(scenario.control_plane)
         .workers(scenario.workers)
         .version(&scenario.from)
@@ -163,10 +197,28 @@ async fn start_cluster(scenario: &Scenario) -> SimCluster {
         .port_sharing(true)
         .timings(timings(scenario))
         .handovers(scenario.measured_handovers.then(Handovers::measured))
-        .bootstrap_timeout(Duration::from_secs(120))
+        .bootstrap_timeout(Duration::from_secs(120));
+    let sim = checkpointed::with_tuned_checkpointers(builder, checkpointer_tuning(scenario))
         .start()
         .await
-        .unwrap_or_else(|e| panic!("seed {}: the cluster starts: {e}", scenario.seed))
+        .unwrap_or_else(|e| panic!("seed {}: the cluster starts: {e}", scenario.seed));
+    // `convert` returns once each checkpointer's mirror pod is Ready; the snapshot of what
+    // the tool must leave alone is taken after that, as an operator's would be.
+    let deadline = Instant::now() + CHECKPOINTERS_WITHIN;
+    while !checkpointed::every_checkpointer_ready(&sim) {
+        assert!(
+            Instant::now() < deadline,
+            "seed {}: the checkpointers' mirror pods are not Ready within {CHECKPOINTERS_WITHIN:?}",
+            scenario.seed
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Where the machines go down, they have kept what they run, as a cluster converted a
+    // while ago has; elsewhere the run need not wait for it.
+    if scenario.reboot.is_some() || scenario.power_cut.is_some() {
+        checkpointed::every_node_keeps_every_component(&sim).await;
+    }
+    sim
 }
 
 fn break_target(sim: &SimCluster, scenario: &Scenario) {
@@ -279,15 +331,30 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
         Some(every) => Some(Writer::start(&sim, every).await),
         None => None,
     };
+    // What served before a power cut is all a checkpointer may bring back; watched only
+    // where the power goes.
+    let mut served = scenario
+        .power_cut
+        .is_some()
+        .then(|| Served::track(sim.clone()));
     let start = Instant::now();
-    let schedule = Schedule::start(sim.clone(), &scenario, start);
+    let mut schedule = Schedule::start(sim.clone(), &scenario, start);
     let mut violations = Vec::new();
     let mut invocations = Vec::new();
     let mut refused_while_not_ready = 0;
     let mut refused_while_api_down = 0;
+    let mut refused_after_reboot = 0;
+    let mut back_after_power_cut = None;
     let final_invocation = loop {
+        // A power cut kills the tool with its machine, where a SIGKILL would have.
         let kill = if invocations.is_empty() {
-            scenario.kill
+            scenario
+                .power_cut
+                .map(|p| Kill {
+                    after_step: p.after_step,
+                    delay: p.delay,
+                })
+                .or(scenario.kill)
         } else {
             None
         };
@@ -305,6 +372,27 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
             _ => false,
         };
         let again = if invocation.killed {
+            if let (Some(cut), Some(tracker)) = (scenario.power_cut, served.take()) {
+                let served = power::served(tracker.stop(), &scenario);
+                let (off, back, unserved) = power::cut(&sim, &scenario, cut.off_for, &served).await;
+                violations.extend(unserved);
+                if let Some(back) = back {
+                    schedule.power_cut(off, back);
+                    back_after_power_cut = Some((back - off - cut.off_for).as_secs_f64());
+                }
+                // The operator runs the tool again once the API serves; not at all if it
+                // never does.
+                back.is_some()
+            } else {
+                true
+            }
+        } else if stopped && schedule.node_was_rebooted_since(invocation_start) {
+            refused_after_reboot += 1;
+            // The operator waits until the machine is back and the cluster has settled.
+            while schedule.reboot_open() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            violations.extend(power::settle_after_reboot(&sim).await);
             true
         } else if stopped && schedule.node_was_not_ready_since(invocation_start) {
             refused_while_not_ready += 1;
@@ -330,6 +418,14 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
             break invocations.len() - 1;
         }
     };
+    // A reboot under way when the tool ended is let finish, and the cluster settle, before
+    // the end state is judged.
+    if schedule.finish_reboot().await.is_some() {
+        violations.extend(power::settle_after_reboot(&sim).await);
+    }
+    if let Some(tracker) = served.take() {
+        tracker.stop();
+    }
     let end = Instant::now();
     if verbose {
         for (n, inv) in invocations.iter().enumerate() {
@@ -339,6 +435,12 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
             );
             for e in inv.events.iter().filter(|e| e["event"] != "waiting") {
                 println!("  {e}");
+            }
+        }
+        for (node, lines) in checkpointed::checkpointer_said(&sim) {
+            println!("the checkpointer on {node}:");
+            for line in lines {
+                println!("  {line}");
             }
         }
     }
@@ -410,6 +512,7 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
             &scenario.to,
         ));
         violations.extend(invariants::leftovers(&sim));
+        violations.extend(power::checkpoint_violations(&sim).await);
     }
     violations.extend(snapshot.foreign_changes(&sim));
     violations.extend(invariants::availability_violations(
@@ -464,6 +567,8 @@ pub async fn run(scenario: Scenario, verbose: bool) -> RunResult {
         killed: invocations.iter().any(|i| i.killed),
         refused_while_not_ready,
         refused_while_api_down,
+        refused_after_reboot,
+        back_after_power_cut,
         faults,
         writer,
         violations,

@@ -42,6 +42,24 @@ pub struct Kill {
     pub delay: Duration,
 }
 
+/// A control-plane node loses its power and boots again, its processes gone (a reboot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reboot {
+    /// Index among the control-plane nodes (`cp-<index+1>`).
+    pub node: usize,
+    pub at: Duration,
+    pub off_for: Duration,
+}
+
+/// Every node loses its power after the `after_step`-th step event of the first run, `delay`
+/// later, and gets it back after `off_for`: the tool, running on one of them, dies with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PowerCut {
+    pub after_step: usize,
+    pub delay: Duration,
+    pub off_for: Duration,
+}
+
 /// Everything one run does, drawn from its seed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scenario {
@@ -70,6 +88,9 @@ pub struct Scenario {
     /// target the prepull refuses before any change (see [`Scenario::prepull_refuses`]); with a NotReady
     /// node the operator model applies as without it.
     pub prepull: bool,
+    pub reboot: Option<Reboot>,
+    /// Replaces the SIGKILL where both are drawn: the power cut kills the tool too.
+    pub power_cut: Option<PowerCut>,
 }
 
 /// The window over which faults are spread, measured from the first run's start.
@@ -135,6 +156,17 @@ impl Scenario {
         });
         // Drawn last, so that the draws before it name the same runs as before it existed.
         let prepull = rng.percent(30);
+        // Drawn after it, for the same reason.
+        let reboot = rng.percent(20).then(|| Reboot {
+            node: rng.between(0, control_plane as u64 - 1) as usize,
+            at: Duration::from_millis(rng.between(300, 5_000)),
+            off_for: Duration::from_millis(rng.between(300, 3_000)),
+        });
+        let power_cut = rng.percent(20).then(|| PowerCut {
+            after_step: rng.between(1, 14) as usize,
+            delay: Duration::from_millis(rng.between(0, 60)),
+            off_for: Duration::from_millis(rng.between(100, 1_000)),
+        });
         Scenario {
             seed,
             control_plane,
@@ -152,12 +184,14 @@ impl Scenario {
             broken,
             kill,
             prepull,
+            reboot,
+            power_cut,
         }
     }
 
     /// The same run without the fault kinds named (comma-separated: `errors`, `drops`,
-    /// `expiries`, `crashes`, `not-ready`, `writer`, `broken`, `kill`, `prepull`): to find which fault
-    /// a failing seed needs, when replaying it.
+    /// `expiries`, `crashes`, `not-ready`, `writer`, `broken`, `kill`, `prepull`, `reboot`,
+    /// `power`): to find which fault a failing seed needs, when replaying it.
     pub fn without(mut self, kinds: &str) -> Scenario {
         for kind in kinds.split(',').map(str::trim) {
             match kind {
@@ -170,6 +204,8 @@ impl Scenario {
                 "broken" => self.broken = None,
                 "kill" => self.kill = None,
                 "prepull" => self.prepull = false,
+                "reboot" => self.reboot = None,
+                "power" => self.power_cut = None,
                 _ => {}
             }
         }
@@ -246,7 +282,25 @@ impl fmt::Display for Scenario {
         if self.prepull {
             write!(f, ", --prepull")?;
         }
-        if let Some(k) = &self.kill {
+        if let Some(r) = &self.reboot {
+            write!(
+                f,
+                ", cp-{} reboots at {} ms, off for {} ms",
+                r.node + 1,
+                ms(&r.at),
+                ms(&r.off_for)
+            )?;
+        }
+        if let Some(p) = &self.power_cut {
+            write!(
+                f,
+                ", power cut after step {} +{} ms, off for {} ms",
+                p.after_step,
+                ms(&p.delay),
+                ms(&p.off_for)
+            )?;
+        }
+        if let (Some(k), None) = (&self.kill, &self.power_cut) {
             write!(
                 f,
                 ", SIGKILL after step {} +{} ms",
@@ -273,6 +327,7 @@ mod tests {
             assert!((29..=37).contains(&minor(&s.to)));
             assert!(minor(&s.to) - minor(&s.from) <= 1 && s.from != s.to);
             assert!(s.not_ready.is_none_or(|w| w.node < s.control_plane));
+            assert!(s.reboot.is_none_or(|r| r.node < s.control_plane));
         }
     }
 }

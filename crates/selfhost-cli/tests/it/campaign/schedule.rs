@@ -31,6 +31,10 @@ const ERROR_KINDS: [&str; 4] = ["500", "503", "429", "reset"];
 /// window a crash forces is its downtime plus this.
 pub const CRASH_SLACK: Duration = Duration::from_millis(500);
 
+/// How long a rebooted node's cluster may take to serve again (its checkpointer's grace and
+/// a kube-apiserver's start, on a loaded machine).
+const REBOOT_RECOVERY: Duration = Duration::from_secs(60);
+
 /// What the schedule did, for the invariants and the campaign's figures.
 #[derive(Debug, Default, Clone)]
 pub struct FaultLog {
@@ -42,10 +46,15 @@ pub struct FaultLog {
     pub expiries: u64,
     pub crashes: u64,
     pub not_ready: u64,
-    /// Windows in which the schedule itself took the API down (crash-restarts, with slack).
+    pub reboots: u64,
+    pub power_cuts: u64,
+    /// Windows in which the schedule itself took the API down (crash-restarts, with slack),
+    /// or a machine took the requests in flight on it down with it (reboots, power cuts).
     pub forced: Vec<(Instant, Instant)>,
     /// Windows in which a control-plane node was NotReady.
     pub not_ready_windows: Vec<(Instant, Instant)>,
+    /// Windows from a reboot's power-off until the API served again after its boot.
+    pub reboot_windows: Vec<(Instant, Instant)>,
 }
 
 impl FaultLog {
@@ -72,15 +81,22 @@ pub struct Schedule {
     log: Arc<Mutex<FaultLog>>,
     tasks: JoinSet<()>,
     not_ready_node: Option<String>,
+    /// The reboot, apart from the other faults: one under way is finished, not cut short.
+    reboot: Option<tokio::task::JoinHandle<()>>,
 }
 
 fn log(log: &Mutex<FaultLog>) -> std::sync::MutexGuard<'_, FaultLog> {
     log.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The tool's requests so far, by resource: every client's but the checkpointers', whose
+/// reads of their node's pods neither count towards the rate nor meet its errors.
 fn tool_requests(sim: &SimCluster) -> BTreeMap<&'static str, u64> {
     let mut out = BTreeMap::new();
-    for ((_, resource), n) in sim.metrics().snapshot() {
+    for ((_, resource), n) in sim
+        .metrics()
+        .snapshot_sparing(selfhost::CHECKPOINTER_USER_AGENT)
+    {
         if let Some(r) = TOOL_RESOURCES.iter().find(|r| **r == resource) {
             *out.entry(*r).or_insert(0) += n;
         }
@@ -122,7 +138,8 @@ impl Schedule {
                                 },
                             };
                             sim.faults().inject(
-                                RequestMatcher::resource(resource),
+                                RequestMatcher::resource(resource)
+                                    .sparing(selfhost::CHECKPOINTER_USER_AGENT),
                                 action,
                                 Some(1),
                             );
@@ -177,11 +194,70 @@ impl Schedule {
                     .push((from, Instant::now()));
             });
         }
+        let reboot = scenario.reboot.map(|reboot| {
+            let (sim, log_cell) = (sim.clone(), log_cell.clone());
+            let node = sim.nodes()[reboot.node].name.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start + reboot.at).await;
+                let off = Instant::now();
+                log(&log_cell).reboots += 1;
+                let _ = sim.reboot(&node, reboot.off_for).await;
+                // One node is the whole control plane (its checkpointer brings it back after
+                // its grace), and with two the other may have been replacing its apiserver:
+                // the API was down, by the machine's doing, until it serves again.
+                let deadline = Instant::now() + REBOOT_RECOVERY;
+                while !crate::checkpointed::api_answers(&sim).await && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let back = Instant::now();
+                let down = sim.recorder().was_down(off, back);
+                // Otherwise only the requests in flight on the node when its power went.
+                let until = if down { back } else { off };
+                let mut l = log(&log_cell);
+                l.forced.push((off, until + CRASH_SLACK));
+                l.reboot_windows.push((off, back));
+            })
+        });
         Schedule {
             log: log_cell,
             tasks,
             not_ready_node,
+            reboot,
         }
+    }
+
+    /// Records a power cut of every node, from `off` until the API served again at `back`.
+    pub fn power_cut(&self, off: Instant, back: Instant) {
+        let mut l = log(&self.log);
+        l.power_cuts += 1;
+        l.forced.push((off, back + CRASH_SLACK));
+    }
+
+    /// Whether a reboot is under way now or ended since `since`.
+    pub fn node_was_rebooted_since(&self, since: Instant) -> bool {
+        let l = log(&self.log);
+        l.reboots > l.reboot_windows.len() as u64
+            || l.reboot_windows.iter().any(|(_, to)| *to >= since)
+    }
+
+    /// Whether a reboot is under way now.
+    pub fn reboot_open(&self) -> bool {
+        let l = log(&self.log);
+        l.reboots > l.reboot_windows.len() as u64
+    }
+
+    /// Lets a reboot under way finish (one not begun yet never begins); returns when the
+    /// last reboot's node came back, if one did.
+    pub async fn finish_reboot(&mut self) -> Option<Instant> {
+        if let Some(task) = self.reboot.take() {
+            if self.reboot_open() {
+                let _ = task.await;
+            } else {
+                task.abort();
+                let _ = task.await;
+            }
+        }
+        log(&self.log).reboot_windows.last().map(|w| w.1)
     }
 
     /// Whether a NotReady window is open now or was open since `since`.
@@ -209,6 +285,7 @@ impl Schedule {
     /// in progress ends); counts the armed errors nobody consumed by draining them with
     /// requests of our own. Returns the log.
     pub async fn stop(mut self, sim: &SimCluster) -> FaultLog {
+        self.finish_reboot().await;
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
         if let Some(node) = &self.not_ready_node {
