@@ -8,6 +8,7 @@ use std::time::Duration;
 use selfhost_core::Component;
 use selfhost_sim::SimCluster;
 use selfhost_sim::resources;
+use selfhost_sim::store::ListOptions;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -171,6 +172,12 @@ pub async fn checkpoint_violations(sim: &SimCluster) -> Vec<String> {
                 }
             }
         }
+        // A retired copy's mirror pod leaves the API once its kubelet has stopped it.
+        out.extend(
+            copies_in_the_api(sim)
+                .into_iter()
+                .map(|pod| format!("the mirror pod {pod} of a retired copy is still in the API")),
+        );
         out
     };
     let deadline = Instant::now() + SETTLE_WITHIN;
@@ -181,4 +188,21 @@ pub async fn checkpoint_violations(sim: &SimCluster) -> Vec<String> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The mirror pods of checkpoints' static copies in the API.
+fn copies_in_the_api(sim: &SimCluster) -> Vec<String> {
+    let copy_prefixes: Vec<String> = Component::ALL
+        .into_iter()
+        .map(|c| format!("{}-", selfhost_core::checkpoint::copy_name(c)))
+        .collect();
+    sim.store()
+        .list(&resources::PODS, &ListOptions::default())
+        .map(|list| list.items)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|pod| pod.pointer("/metadata/name").and_then(Value::as_str))
+        .filter(|name| copy_prefixes.iter().any(|p| name.starts_with(p.as_str())))
+        .map(str::to_string)
+        .collect()
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use selfhost::{CheckpointPolicy, CheckpointTuning};
 use selfhost_core::Component;
-use selfhost_core::checkpoint::DEFAULT_SOAK;
+use selfhost_core::checkpoint::{DEFAULT_API_GRACE, DEFAULT_SOAK};
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::{
     Handovers, IdentityLeaseTimings, LeaderElectionTimings, ProberOptions,
@@ -162,25 +162,22 @@ fn timings(scenario: &Scenario) -> SimTimings {
 /// How much faster than real ones the Lease clocks run (a leader's Lease lasts 600 ms).
 const LEASE_SPEEDUP: u32 = 25;
 
-/// The checkpointers' clock: their soak as fast as the pods'; their grace, as a real one
-/// outlasts one restart of a kube-apiserver, longer than any crash-restart the schedule
-/// forces and than two of the agent's probes timing out on a loaded two-core machine (2 s
-/// each): a copy activated beside DaemonSet pods that never stopped is never retired (see
-/// docs/reliability.md, "Known limits");
-/// a read of the node every 500 ms, since each is a probe and a list on connections of their
-/// own, and two runs of up to five nodes each share this process's two threads.
+/// The checkpointers' clock: their soak as fast as the pods'; their grace the real default,
+/// unscaled, as on a real node: a loaded two-core machine can stall the API's answers for
+/// seconds, and the simulator has no node-local ports for the agent to find the node's own
+/// processes at, so a shorter grace starts copies beside DaemonSet pods that never stopped,
+/// which a real node's checkpointer would not (see docs/simulator.md, "Not modelled"); a read
+/// of the node every 500 ms, since each is a probe and a list on connections of their own,
+/// and two runs of up to five nodes each share this process's two threads.
 fn checkpointer_tuning(scenario: &Scenario) -> CheckpointTuning {
     CheckpointTuning {
         policy: CheckpointPolicy {
             soak: DEFAULT_SOAK / scenario.speedup,
-            api_grace: CHECKPOINTER_GRACE,
+            api_grace: DEFAULT_API_GRACE,
         },
         interval: Duration::from_millis(500),
     }
 }
-
-/// See [`checkpointer_tuning`].
-const CHECKPOINTER_GRACE: Duration = Duration::from_secs(5);
 
 /// How long the checkpointers' mirror pods may take to be Ready once the cluster runs (two
 /// runs of up to five nodes each start their processes on a loaded machine).
