@@ -67,8 +67,9 @@ pub struct RunningPod {
     /// The component's container image.
     pub image: String,
     /// Since when the pod has served, as the agent saw it begin; `None` while it does not.
-    /// The kube-apiserver serves when its process's identity Lease exists (by its own
-    /// identity, not another process's on a shared port); the others serve when Ready.
+    /// Every component serves when Ready: the node's credentials the agent reads with cannot
+    /// read the kube-apiserver's identity Leases, so a Ready condition set by a probe another
+    /// process answered on a shared port counts too.
     pub serving_since: Option<Timestamp>,
 }
 
