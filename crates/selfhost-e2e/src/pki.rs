@@ -1,7 +1,9 @@
 //! The cluster's certificates and keys, minted by the harness as `kubeadm init phase certs`
 //! and `kubeconfig` would: one CA, the kube-apiserver's serving certificate, the service
 //! account key pair, and a client certificate per identity (admin, controller-manager,
-//! scheduler, each node's kubelet). Keys are ECDSA P-256, which every component accepts.
+//! scheduler, each node's kubelet); and etcd's own CA (`etcd-ca`), with etcd's serving
+//! certificate and the kube-apiserver's client certificate for etcd. Keys are ECDSA P-256,
+//! which every component accepts.
 
 use std::net::IpAddr;
 
@@ -61,6 +63,14 @@ impl Authority {
     /// # Errors
     /// Key generation or signing failed.
     pub fn mint() -> Result<Authority, BedError> {
+        Authority::mint_named("kubernetes")
+    }
+
+    /// A new CA named `common_name` (kubeadm's etcd CA is `etcd-ca`).
+    ///
+    /// # Errors
+    /// Key generation or signing failed.
+    pub fn mint_named(common_name: &str) -> Result<Authority, BedError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -69,7 +79,7 @@ impl Authority {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        params.distinguished_name = distinguished("kubernetes", None);
+        params.distinguished_name = distinguished(common_name, None);
         let cert = params.self_signed(&key)?;
         let keyed = KeyedCertificate {
             cert_pem: cert.pem(),
@@ -109,6 +119,33 @@ impl Authority {
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        self.sign(params)
+    }
+
+    /// etcd's serving certificate, as kubeadm's `etcd/server.crt`: `localhost`, 127.0.0.1 and
+    /// every address given, for serving and for clients (etcd's own gateway dials itself).
+    ///
+    /// # Errors
+    /// Key generation or signing failed.
+    pub fn etcd_serving(&self, addresses: &[IpAddr]) -> Result<KeyedCertificate, BedError> {
+        let mut names = vec![SanType::DnsName("localhost".to_string().try_into()?)];
+        for ip in std::iter::once(&IpAddr::from([127, 0, 0, 1])).chain(addresses) {
+            let san = SanType::IpAddress(*ip);
+            if !names.contains(&san) {
+                names.push(san);
+            }
+        }
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.subject_alt_names = names;
+        params.distinguished_name = distinguished("etcd", None);
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
         self.sign(params)
     }
 
@@ -188,6 +225,19 @@ mod tests {
         assert!(cert.key_pem.contains("PRIVATE KEY"));
         let debug = format!("{cert:?}");
         assert!(!debug.contains(&cert.key_pem), "a key is never printed");
+    }
+
+    #[test]
+    fn the_etcd_authority_is_its_own_and_signs_serving_and_client_certificates() {
+        let etcd_ca = Authority::mint_named("etcd-ca").unwrap();
+        let cluster_ca = Authority::mint().unwrap();
+        assert_ne!(etcd_ca.keyed.cert_pem, cluster_ca.keyed.cert_pem);
+        let serving = etcd_ca.etcd_serving(&[[127, 0, 1, 253].into()]).unwrap();
+        assert!(serving.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        let client = etcd_ca
+            .client("kube-apiserver-etcd-client", Some("system:masters"))
+            .unwrap();
+        assert!(client.key_pem.contains("PRIVATE KEY"));
     }
 
     #[test]

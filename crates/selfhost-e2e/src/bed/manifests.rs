@@ -1,7 +1,7 @@
 //! The static pod manifests a kubeadm v1.20 `init`/`join --control-plane` writes, for one node
 //! of the bed: the same flags, probes, volumes and labels, with what several nodes on one
-//! machine need on top (each node binds its own loopback address and reaches etcd over plain
-//! HTTP on loopback).
+//! machine need on top (each node binds its own loopback address). etcd is reached as kubeadm
+//! reaches it: over TLS, with etcd's own CA and the kube-apiserver's etcd client certificate.
 
 use std::net::IpAddr;
 
@@ -11,6 +11,12 @@ use serde_json::{Value, json};
 pub const KUBERNETES_DIR: &str = "/etc/kubernetes";
 /// The certificates' directory.
 pub const PKI_DIR: &str = "/etc/kubernetes/pki";
+/// etcd's CA certificate on a node (kubeadm's path).
+pub const ETCD_CA: &str = "/etc/kubernetes/pki/etcd/ca.crt";
+/// The kube-apiserver's client certificate for etcd on a node (kubeadm's path).
+pub const ETCD_CLIENT_CERT: &str = "/etc/kubernetes/pki/apiserver-etcd-client.crt";
+/// Its key.
+pub const ETCD_CLIENT_KEY: &str = "/etc/kubernetes/pki/apiserver-etcd-client.key";
 /// The kube-apiserver's secure port.
 pub const APISERVER_PORT: u16 = 6443;
 /// The image repository of kubeadm v1.20.
@@ -23,7 +29,7 @@ pub struct NodeManifestInput {
     pub address: IpAddr,
     /// The image tag.
     pub tag: String,
-    /// etcd's client URL.
+    /// etcd's client URL (`https://…`).
     pub etcd_url: String,
 }
 
@@ -99,6 +105,9 @@ pub fn apiserver(input: &NodeManifestInput) -> Value {
         format!("--client-ca-file={}", pki("ca.crt")),
         "--enable-admission-plugins=NodeRestriction".into(),
         "--enable-bootstrap-token-auth=true".into(),
+        format!("--etcd-cafile={ETCD_CA}"),
+        format!("--etcd-certfile={ETCD_CLIENT_CERT}"),
+        format!("--etcd-keyfile={ETCD_CLIENT_KEY}"),
         format!("--etcd-servers={}", input.etcd_url),
         "--insecure-port=0".into(),
         format!("--secure-port={APISERVER_PORT}"),
@@ -222,7 +231,7 @@ mod tests {
         NodeManifestInput {
             address: [127, 0, 1, 2].into(),
             tag: "v1.20.2".into(),
-            etcd_url: "http://127.0.0.1:2379".into(),
+            etcd_url: "https://127.0.0.1:2379".into(),
         }
     }
 
@@ -266,6 +275,30 @@ mod tests {
         let readiness = &pod["spec"]["containers"][0]["readinessProbe"];
         assert_eq!(readiness["httpGet"]["path"], "/readyz");
         assert_eq!(readiness["periodSeconds"], 1);
-        assert!(command(&pod).contains(&"--etcd-servers=http://127.0.0.1:2379".to_string()));
+    }
+
+    #[test]
+    fn like_kubeadms_the_apiserver_reaches_etcd_over_tls_with_files_its_pki_mount_holds() {
+        let pod = apiserver(&input());
+        let command = command(&pod);
+        for flag in [
+            "--etcd-servers=https://127.0.0.1:2379".to_string(),
+            format!("--etcd-cafile={ETCD_CA}"),
+            format!("--etcd-certfile={ETCD_CLIENT_CERT}"),
+            format!("--etcd-keyfile={ETCD_CLIENT_KEY}"),
+        ] {
+            assert!(command.contains(&flag), "{flag}: {command:?}");
+        }
+        let mounts = &pod["spec"]["containers"][0]["volumeMounts"];
+        for file in [ETCD_CA, ETCD_CLIENT_CERT, ETCD_CLIENT_KEY] {
+            assert!(
+                mounts
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|m| file.starts_with(&format!("{}/", m["mountPath"].as_str().unwrap()))),
+                "{file} is in a mounted directory: {mounts}"
+            );
+        }
     }
 }

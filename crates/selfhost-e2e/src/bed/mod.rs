@@ -6,7 +6,9 @@
 //! address, and its own root directory, which stands for its filesystem (a `hostPath` of
 //! `/etc/kubernetes/pki` is `<root>/etc/kubernetes/pki`). With several nodes, HAProxy on its
 //! own address and port 6443 balances over the nodes' kube-apiservers; clients (the admin
-//! kubeconfig, the kubelets) use it. Every process of the bed is stopped when it is dropped.
+//! kubeconfig, the kubelets) use it. etcd serves TLS only, to clients with a certificate of its
+//! own CA, as kubeadm's does; each node holds that CA and the kube-apiserver's etcd client
+//! certificate at kubeadm's paths. Every process of the bed is stopped when it is dropped.
 
 pub mod haproxy;
 pub mod kubeconfig;
@@ -24,7 +26,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use crate::BedError;
 use crate::binaries::{Binaries, COMPONENT_BINARIES};
 use crate::pki::{Authority, KeyedCertificate, ServiceAccountKeys};
-use manifests::{APISERVER_PORT, KUBERNETES_DIR, NodeManifestInput, PKI_DIR};
+use manifests::{
+    APISERVER_PORT, ETCD_CA, ETCD_CLIENT_CERT, ETCD_CLIENT_KEY, KUBERNETES_DIR, NodeManifestInput,
+    PKI_DIR,
+};
 use process::Daemon;
 
 pub use wait::{ControlPlaneState, control_plane_state};
@@ -88,6 +93,7 @@ pub struct TestBed {
     images: PathBuf,
     nodes: Vec<BedNode>,
     endpoint: SocketAddr,
+    etcd_url: String,
     admin_kubeconfig: PathBuf,
     kubelet_kubeconfigs: Vec<PathBuf>,
     kubelet_program: PathBuf,
@@ -148,6 +154,8 @@ struct Credentials {
     admin: KeyedCertificate,
     controller_manager: KeyedCertificate,
     scheduler: KeyedCertificate,
+    etcd_ca: Authority,
+    etcd_client: KeyedCertificate,
 }
 
 impl TestBed {
@@ -197,7 +205,11 @@ impl TestBed {
         let mut addresses: Vec<IpAddr> = nodes.iter().map(|n| IpAddr::V4(n.address)).collect();
         addresses.push(endpoint.ip());
         let ca = Authority::mint()?;
+        let etcd_ca = Authority::mint_named("etcd-ca")?;
+        let etcd_serving = etcd_ca.etcd_serving(&[IpAddr::V4(etcd_address)])?;
         let credentials = Credentials {
+            etcd_client: etcd_ca.client("kube-apiserver-etcd-client", Some("system:masters"))?,
+            etcd_ca,
             serving: ca.apiserver_serving(&addresses)?,
             service_accounts: ServiceAccountKeys::mint()?,
             admin: ca.client("kubernetes-admin", Some("system:masters"))?,
@@ -205,7 +217,17 @@ impl TestBed {
             scheduler: ca.client("system:kube-scheduler", None)?,
             ca,
         };
-        let etcd_url = format!("http://{etcd_address}:2379");
+        let etcd_url = format!("https://{etcd_address}:2379");
+        // etcd is no node of the bed: its own certificates are beside its data.
+        let etcd_pki = base.join("etcd-pki");
+        let etcd_file = |file: &str| etcd_pki.join(file).display().to_string();
+        write(
+            &etcd_pki.join("ca.crt"),
+            &credentials.etcd_ca.keyed.cert_pem,
+            0o644,
+        )?;
+        write(&etcd_pki.join("server.crt"), &etcd_serving.cert_pem, 0o644)?;
+        write(&etcd_pki.join("server.key"), &etcd_serving.key_pem, 0o600)?;
         let mut kubelet_kubeconfigs = Vec::new();
         for node in &nodes {
             kubelet_kubeconfigs.push(Self::lay_out_node(
@@ -247,6 +269,13 @@ impl TestBed {
                 format!("http://{etcd_address}:2380"),
                 "--initial-cluster".into(),
                 format!("bed=http://{etcd_address}:2380"),
+                "--cert-file".into(),
+                etcd_file("server.crt"),
+                "--key-file".into(),
+                etcd_file("server.key"),
+                "--trusted-ca-file".into(),
+                etcd_file("ca.crt"),
+                "--client-cert-auth".into(),
             ],
             &logs.join("etcd.log"),
         )?;
@@ -270,6 +299,7 @@ impl TestBed {
             images,
             nodes,
             endpoint,
+            etcd_url,
             admin_kubeconfig,
             kubelet_kubeconfigs,
             kubelet_program: options.kubelet.clone(),
@@ -319,6 +349,19 @@ impl TestBed {
             &pki("sa.pub"),
             &credentials.service_accounts.public_pem,
             0o644,
+        )?;
+        let etcd_ca = &credentials.etcd_ca.keyed;
+        write(&node.path(ETCD_CA), &etcd_ca.cert_pem, 0o644)?;
+        write(&pki("etcd/ca.key"), &etcd_ca.key_pem, 0o600)?;
+        write(
+            &node.path(ETCD_CLIENT_CERT),
+            &credentials.etcd_client.cert_pem,
+            0o644,
+        )?;
+        write(
+            &node.path(ETCD_CLIENT_KEY),
+            &credentials.etcd_client.key_pem,
+            0o600,
         )?;
         let ssl = node.path("/etc/ssl/certs");
         std::fs::create_dir_all(&ssl).map_err(|e| BedError::io(&ssl, e))?;
@@ -417,6 +460,13 @@ impl TestBed {
     /// Where clients reach the API (the balancer with several nodes).
     pub fn endpoint(&self) -> SocketAddr {
         self.endpoint
+    }
+
+    /// etcd's client URL (`https://<address>:2379`); a client needs the etcd CA and a client
+    /// certificate of it, as every node holds at kubeadm's paths ([`manifests::ETCD_CA`],
+    /// [`manifests::ETCD_CLIENT_CERT`], [`manifests::ETCD_CLIENT_KEY`]).
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
     }
 
     /// The bed's directory (logs under `logs/`).
