@@ -17,7 +17,7 @@ use selfhost_e2e::binaries::TO_TAG;
 /// One node, every command in turn: convert (the checkpointer installed), a power cut of the
 /// node survived on the checkpoints, the upgrade killed inside each component's pivot
 /// and run again until it finishes, the same command again, two failed targets rolled back,
-/// convert back. (The upgrade's figures without kills come from `benches/real.rs`.)
+/// a power cut with no checkpoint brought back by `selfhost recover` from etcd, convert back. (The upgrade's figures without kills come from `benches/real.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real-process bed: crates/selfhost-e2e/scripts/build-kubernetes.sh"]
 async fn one_node_lifecycle() {
@@ -27,6 +27,7 @@ async fn one_node_lifecycle() {
     scenarios::killed_runs_resume(&bed).await;
     scenarios::nothing_to_do(&bed, TO_TAG).await;
     scenarios::failed_targets_roll_back(&bed, &binaries, TO_TAG).await;
+    scenarios::recover_without_checkpoints(&mut bed).await;
     scenarios::convert_to_static(&bed).await;
     bed.stop().await;
 }

@@ -3,11 +3,13 @@
 
 use std::time::Duration;
 
-use selfhost_e2e::bed::{ImageFault, TestBed};
+use selfhost_e2e::bed::manifests::{ETCD_CA, ETCD_CLIENT_CERT, ETCD_CLIENT_KEY};
+use selfhost_e2e::bed::{BedNode, ImageFault, TestBed};
 use selfhost_e2e::binaries::{Binaries, TO_TAG};
 
 use crate::support::{
-    Figures, LeaderWatch, Probers, control_plane_images, eventually, kubectl, selfhost_to_end,
+    Figures, LeaderWatch, Probers, control_plane_images, eventually, kubectl, selfhost_output,
+    selfhost_to_end,
 };
 
 /// The checkpointer's image: the bed's kubelets run the `selfhost` binary for it
@@ -419,6 +421,164 @@ pub async fn power_cut_comes_back(bed: &mut TestBed) {
          static copies retired {:.1} s; an upgrade's preflight passes {:.1} s",
         serving.as_secs_f64(),
         retired.as_secs_f64(),
+        power_on.elapsed().as_secs_f64()
+    );
+}
+
+/// Whether the process `pid` that started at `start_ticks` (clock ticks since boot) still runs:
+/// not reaped, not a zombie, its pid not reused.
+fn process_runs(pid: u32, start_ticks: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The fields after the command's closing parenthesis, from field 3 (the state) on.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    fields.first().is_some_and(|state| *state != "Z")
+        && fields.get(19).and_then(|t| t.parse::<u64>().ok()) == Some(start_ticks)
+}
+
+/// Whether a container of a pod whose name contains `pod` runs on `node`.
+fn pod_runs(node: &BedNode, pod: &str) -> bool {
+    selfhost_e2e::kubelet::recorded_containers(&node.root)
+        .unwrap_or_default()
+        .iter()
+        .any(|r| {
+            r.pod_name.contains(pod)
+                && r.exit.is_none()
+                && process_runs(r.pid, r.process_start_ticks)
+        })
+}
+
+/// The checkpointer and its checkpoints taken off the node, then a power cut: nothing brings
+/// the control plane back by itself. `selfhost recover` reads it from etcd (over TLS with the
+/// kube-apiserver's etcd client certificate, as on kubeadm's nodes), writes it as static pods,
+/// and the API serves again; the command it names next (installing the checkpointer) hands
+/// back to the DaemonSet pods and retires the static copies. Prints the times from power-on.
+/// One node: recover brings back the node it runs on.
+pub async fn recover_without_checkpoints(bed: &mut TestBed) {
+    assert_eq!(bed.nodes().len(), 1, "recover brings back one node");
+    let node = bed.nodes()[0].clone();
+    // The checkpointer first, so that it writes no checkpoint after they are removed.
+    std::fs::remove_file(node.path(CHECKPOINTER_MANIFEST)).expect("the checkpointer's manifest");
+    eventually(
+        "the kubelet stops the checkpointer",
+        Duration::from_secs(60),
+        || async { !pod_runs(&node, "selfhost-checkpointer") },
+    )
+    .await;
+    std::fs::remove_dir_all(node.path(CHECKPOINTS)).expect("the checkpoints");
+
+    bed.power_cycle().await.expect("the kubelets start again");
+    let power_on = tokio::time::Instant::now();
+    let client = bed.client().await.expect("client");
+    // Nothing comes back by itself: with no checkpoint, the kubelet has no static pod of the
+    // control plane to start, and its DaemonSet pods need the API.
+    while power_on.elapsed() < Duration::from_secs(3) {
+        assert!(
+            client.apiserver_version().await.is_err(),
+            "the API answers after a power cut with no checkpoint"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    let root = node.root.display().to_string();
+    let host = |on_node: &str| node.path(on_node).display().to_string();
+    let manifests = node.manifests_dir().display().to_string();
+    let (ca, cert, key) = (host(ETCD_CA), host(ETCD_CLIENT_CERT), host(ETCD_CLIENT_KEY));
+    // selfhost runs outside the node's filesystem: the manifests directory and the etcd
+    // files are given as this machine sees them, Secret files go beneath --host-root.
+    let (output, wall) = selfhost_output(
+        bed,
+        &[
+            "recover",
+            "--node",
+            &node.name,
+            "--host-root",
+            &root,
+            "--manifests-dir",
+            &manifests,
+            "--etcd-endpoints",
+            bed.etcd_url(),
+            "--etcd-cacert",
+            &ca,
+            "--etcd-cert",
+            &cert,
+            "--etcd-key",
+            &key,
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "recover: {stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("recover's JSON report");
+    eventually("the API serves again", Duration::from_secs(60), || {
+        let client = client.clone();
+        async move { client.apiserver_version().await.is_ok() }
+    })
+    .await;
+    let serving = power_on.elapsed();
+    let nodes_listed = kubectl(bed, &["get", "nodes", "-o", "name"]);
+    assert!(nodes_listed.contains(&node.name), "{nodes_listed}");
+    control_plane_serves(bed, "the recovered control plane serves").await;
+    let controllers = power_on.elapsed();
+
+    // What recover says to do next, run as the bed runs selfhost (outside the node).
+    let next = report["next"]
+        .as_str()
+        .expect("recover names the next step");
+    let words: Vec<&str> = next.split_whitespace().collect();
+    assert_eq!(
+        words.get(..2),
+        Some(&["selfhost", "checkpoint"][..]),
+        "the next step: {next}"
+    );
+    let mut args: Vec<&str> = words[1..].to_vec();
+    args.extend([
+        "--host-root",
+        &root,
+        "--manifests-dir",
+        "/etc/kubernetes/manifests",
+        "--checkpointer-image",
+        CHECKPOINTER_IMAGE,
+    ]);
+    let (installed, _) = selfhost_output(bed, &args).await;
+    assert!(
+        installed.status.success(),
+        "{next}: {}{}",
+        String::from_utf8_lossy(&installed.stdout),
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let nodes = bed.nodes().len();
+    let bed = &*bed;
+    eventually(
+        "the DaemonSet pods serve and the recovered copies are retired",
+        Duration::from_secs(300),
+        || {
+            let client = client.clone();
+            async move {
+                !copies_active(bed)
+                    && selfhost_e2e::bed::control_plane_state(&client)
+                        .await
+                        .is_ok_and(|s| s.serving(nodes))
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "power cut with no checkpoint ({nodes} node(s)), from power-on: recover ran {:.1} s \
+         (API serving {:.1} s after its static pods were written); API serving {:.1} s; \
+         every component Ready with both leaders {:.1} s; self-hosted again, copies retired \
+         {:.1} s",
+        wall.as_secs_f64(),
+        report["served_after_seconds"].as_f64().unwrap_or(f64::NAN),
+        serving.as_secs_f64(),
+        controllers.as_secs_f64(),
         power_on.elapsed().as_secs_f64()
     );
 }

@@ -224,6 +224,22 @@ pub async fn selfhost_to_end(bed: &TestBed, args: &[&str]) -> Run {
     selfhost(bed, args, |_| false).await
 }
 
+/// Runs `selfhost --kubeconfig <bed admin> <args>` as it is (for commands that take no
+/// `--yes`); its output and how long it took.
+pub async fn selfhost_output(bed: &TestBed, args: &[&str]) -> (std::process::Output, Duration) {
+    let started = Instant::now();
+    let output = tokio::process::Command::new(selfhost_binary())
+        .arg("--kubeconfig")
+        .arg(bed.admin_kubeconfig())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("selfhost runs");
+    (output, started.elapsed())
+}
+
 /// Runs `selfhost --kubeconfig <bed admin> plan <target> --force` (the bed's versions are
 /// older than the ones selfhost supports, as the scenarios' `apply --force`): whether the plan
 /// proceeds (exit 0), and its text.
