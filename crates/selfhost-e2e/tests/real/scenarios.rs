@@ -320,6 +320,22 @@ fn checkpointer_log(bed: &TestBed) -> String {
     text
 }
 
+/// Waits (up to five minutes) until no static copy is active and every node's DaemonSet pods
+/// serve: the control plane handed back from the checkpoints; `what` names the wait.
+async fn handed_back(bed: &TestBed, client: &kube::Client, what: &str) {
+    let nodes = bed.nodes().len();
+    eventually(what, Duration::from_secs(300), || {
+        let client = client.clone();
+        async move {
+            !copies_active(bed)
+                && selfhost_e2e::bed::control_plane_state(&client)
+                    .await
+                    .is_ok_and(|s| s.serving(nodes))
+        }
+    })
+    .await;
+}
+
 /// The load balancer gone for longer than the checkpointers' grace while every node's
 /// processes run (an outage of the balancer, a partition): the API is unreachable from every
 /// node, but each checkpointer finds its node's components taking connections on their own
@@ -387,18 +403,10 @@ pub async fn power_cut_comes_back(bed: &mut TestBed) {
     .await;
     let serving = power_on.elapsed();
     let bed = &*bed;
-    eventually(
+    handed_back(
+        bed,
+        &client,
         "the DaemonSet pods serve and every copy is retired",
-        Duration::from_secs(300),
-        || {
-            let client = client.clone();
-            async move {
-                !copies_active(bed)
-                    && selfhost_e2e::bed::control_plane_state(&client)
-                        .await
-                        .is_ok_and(|s| s.serving(nodes))
-            }
-        },
     )
     .await;
     let retired = power_on.elapsed();
@@ -556,18 +564,10 @@ pub async fn recover_without_checkpoints(bed: &mut TestBed) {
     );
     let nodes = bed.nodes().len();
     let bed = &*bed;
-    eventually(
+    handed_back(
+        bed,
+        &client,
         "the DaemonSet pods serve and the recovered copies are retired",
-        Duration::from_secs(300),
-        || {
-            let client = client.clone();
-            async move {
-                !copies_active(bed)
-                    && selfhost_e2e::bed::control_plane_state(&client)
-                        .await
-                        .is_ok_and(|s| s.serving(nodes))
-            }
-        },
     )
     .await;
     eprintln!(

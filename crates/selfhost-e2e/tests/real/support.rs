@@ -244,15 +244,7 @@ pub async fn selfhost_output(bed: &TestBed, args: &[&str]) -> (std::process::Out
 /// older than the ones selfhost supports, as the scenarios' `apply --force`): whether the plan
 /// proceeds (exit 0), and its text.
 pub async fn plan(bed: &TestBed, target: &str) -> (bool, String) {
-    let output = tokio::process::Command::new(selfhost_binary())
-        .arg("--kubeconfig")
-        .arg(bed.admin_kubeconfig())
-        .args(["plan", target, "--force"])
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("selfhost runs");
+    let (output, _) = selfhost_output(bed, &["plan", target, "--force"]).await;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
