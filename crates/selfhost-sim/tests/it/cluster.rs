@@ -106,27 +106,34 @@ pub async fn patch_node(cluster: &SimCluster, node: &str, patch: Value) {
 }
 
 /// Waits until `check` holds for the DaemonSet `name` (through a kube-rs watch), failing
-/// after [`DEADLINE`] with the last status seen.
+/// after [`DEADLINE`] with the last status seen. A watch that fails (a 410 when the
+/// history is short) starts over from a fresh list, as an informer does.
 pub async fn wait_for_daemonset(
     api: &Api<DaemonSet>,
     name: &str,
     what: &str,
     check: impl Fn(&DaemonSet) -> bool,
 ) -> DaemonSet {
-    let cond = |ds: Option<&DaemonSet>| ds.is_some_and(&check);
-    let waited = tokio::time::timeout(
-        DEADLINE,
-        kube::runtime::wait::await_condition(api.clone(), name, cond),
-    )
-    .await;
-    match waited {
-        Ok(Ok(Some(ds))) => ds,
-        other => {
-            let last = api.get_opt(name).await.ok().flatten();
-            panic!(
-                "timed out waiting for {what} on ds/{name}: {other:?}; last status: {:#?}",
-                last.and_then(|d| d.status)
-            )
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let mut last_error = None;
+    loop {
+        let cond = |ds: Option<&DaemonSet>| ds.is_some_and(&check);
+        let waited = tokio::time::timeout_at(
+            deadline,
+            kube::runtime::wait::await_condition(api.clone(), name, cond),
+        )
+        .await;
+        match waited {
+            Ok(Ok(Some(ds))) => return ds,
+            Ok(Ok(None)) => last_error = Some("the DaemonSet is gone".to_string()),
+            Ok(Err(e)) => last_error = Some(e.to_string()),
+            Err(_elapsed) => {
+                let last = api.get_opt(name).await.ok().flatten();
+                panic!(
+                    "timed out waiting for {what} on ds/{name} (last watch error: {last_error:?}); last status: {:#?}",
+                    last.and_then(|d| d.status)
+                )
+            }
         }
     }
 }
