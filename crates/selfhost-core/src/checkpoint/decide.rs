@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::leases::{gone_leader, serving_since};
 use super::observation::{
     ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, RunningPod,
 };
@@ -16,7 +17,7 @@ use super::phase::CheckpointPhase;
 use super::policy::CheckpointPolicy;
 use super::step::CheckpointStep;
 use crate::component::Component;
-use crate::observation::time;
+use crate::observation::{LeaderLease, time};
 
 /// The step of every component on the node, in [`Component::ALL`]'s order.
 pub fn decide(
@@ -49,6 +50,12 @@ pub fn next_step(
             revision: copy.revision.clone(),
         },
         Located::Activated { copy, pod } => wait(activated(obs, copy, pod), None),
+        Located::HolderGone { lease } => CheckpointStep::HandOver {
+            lease: lease.name.clone(),
+            holder: lease.holder().unwrap_or_default().to_string(),
+            uid: lease.uid.clone(),
+            resource_version: lease.resource_version.clone().unwrap_or_default(),
+        },
         Located::Unserved { pod: None } => wait(
             "no DaemonSet pod of it on this node: nothing to keep".to_string(),
             None,
@@ -130,6 +137,9 @@ enum Located<'a> {
         /// This node's DaemonSet pod, which does not serve (or the API is unreachable).
         pod: Option<&'a RunningPod>,
     },
+    HolderGone {
+        lease: &'a LeaderLease,
+    },
     Unserved {
         pod: Option<&'a RunningPod>,
     },
@@ -164,6 +174,7 @@ impl Located<'_> {
             Located::Superseded { .. } => CheckpointPhase::Superseded,
             Located::TakingOver { .. } => CheckpointPhase::TakingOver,
             Located::Activated { .. } => CheckpointPhase::Activated,
+            Located::HolderGone { .. } => CheckpointPhase::HolderGone,
             Located::Unserved { .. } => CheckpointPhase::Unserved,
             Located::Soaking { .. } => CheckpointPhase::Soaking,
             Located::Keeping { .. } => CheckpointPhase::Keeping,
@@ -192,18 +203,27 @@ fn locate<'a>(
             return Located::Superseded { copy };
         }
         // Only a DaemonSet pod serving by itself, seen through the API, proves the copy is no
-        // longer needed; the API alone may be the copy answering.
-        return if obs.api == Api::Answers && on.daemonset_pod_serves() {
+        // longer needed; the API alone may be the copy answering. Where a leader Lease may
+        // be handed over after, the copy's mirror pod must be seen first: its going is what
+        // proves the copy's process stopped.
+        let leaves_proof = obs.leases.is_none() || copy.mirror_pod;
+        return if obs.api == Api::Answers && leaves_proof && serving_since(obs, component).is_some()
+        {
             Located::TakingOver { copy }
         } else {
             Located::Activated { copy, pod }
         };
     }
     match obs.api {
-        // A DaemonSet pod serving beside kubeadm's static pod is kept all the same: a
-        // conversion moves the static manifest aside only once it is, so that the node is
-        // never without a way back to a control plane.
-        Api::Answers => api_answers(on, obs.now, policy),
+        Api::Answers => {
+            if let Some(lease) = gone_leader(obs, component) {
+                return Located::HolderGone { lease };
+            }
+            // A DaemonSet pod serving beside kubeadm's static pod is kept all the same: a
+            // conversion moves the static manifest aside only once it is, so that the node
+            // is never without a way back to a control plane.
+            api_answers(obs, component, policy)
+        }
         Api::Unreachable { .. } if on.static_manifest => Located::StaticOnNode,
         Api::Unreachable { since } => api_unreachable(obs, component, on, since, policy),
     }
@@ -211,15 +231,16 @@ fn locate<'a>(
 
 /// No copy active and the API answers: whether this node's DaemonSet pod is worth keeping.
 fn api_answers<'a>(
-    on: &'a ComponentOnNode,
-    now: Timestamp,
+    obs: &'a NodeCheckpoints,
+    component: Component,
     policy: &CheckpointPolicy,
 ) -> Located<'a> {
+    let on = obs.component(component);
     let pod = on.daemonset_pod.as_ref();
-    let Some((pod, since)) = pod.and_then(|p| Some((p, p.serving_since?))) else {
+    let Some((pod, since)) = pod.and_then(|p| Some((p, serving_since(obs, component)?))) else {
         return Located::Unserved { pod };
     };
-    if time::age(now, since) < policy.soak {
+    if time::age(obs.now, since) < policy.soak {
         return Located::Soaking { since };
     }
     match &on.checkpoint {

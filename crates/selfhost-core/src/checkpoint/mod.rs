@@ -26,9 +26,10 @@
 //! |---|---|---|
 //! | a copy is active: | | |
 //! | [`Superseded`](CheckpointPhase::Superseded) | kubeadm's static pod of the component is in the manifests directory | [`Retire`](CheckpointStep::Retire) |
-//! | [`TakingOver`](CheckpointPhase::TakingOver) | the API answers and the DaemonSet pod serves | [`Retire`](CheckpointStep::Retire) |
+//! | [`TakingOver`](CheckpointPhase::TakingOver) | the API answers, the DaemonSet pod serves (the kube-apiserver by its identity) and, where Leases are read, the copy's mirror pod is shown | [`Retire`](CheckpointStep::Retire) |
 //! | [`Activated`](CheckpointPhase::Activated) | the API is unreachable, or the DaemonSet pod does not serve | [`Wait`](CheckpointStep::Wait) |
 //! | no copy active, the API answers (with or without kubeadm's static pod beside): | | |
+//! | [`HolderGone`](CheckpointPhase::HolderGone) | controller-manager or scheduler: its leader Lease names this node, and every process of it here started after the Lease was acquired or has stopped | [`HandOver`](CheckpointStep::HandOver) |
 //! | [`Unserved`](CheckpointPhase::Unserved) | the DaemonSet pod is absent or does not serve | [`Wait`](CheckpointStep::Wait) |
 //! | [`Soaking`](CheckpointPhase::Soaking) | the DaemonSet pod has served for less than the soak | [`Wait`](CheckpointStep::Wait) until the soak ends |
 //! | [`Keeping`](CheckpointPhase::Keeping) | it has served for the soak; no checkpoint, or one of another revision | [`Keep`](CheckpointStep::Keep) |
@@ -45,14 +46,16 @@
 //! it serving, and only after the soak, so a version that never served (a failed upgrade) is
 //! never kept; a copy is activated only when the API has been gone for longer than one
 //! restart of the kube-apiserver on the node, so an ordinary restart or an upgrade's hand-over
-//! never activates one; a copy is retired only once the DaemonSet pod serves, so the node
-//! is never left with neither; and a component that kubeadm's static pod runs again (after a
-//! conversion back) is never started twice from an old checkpoint — while a DaemonSet pod
+//! never activates one; a copy is retired only once the DaemonSet pod serves (see `leases.rs`
+//! for what serving and a stopped leader mean), so the node is never left with neither; and a
+//! component that kubeadm's static pod runs again (after a conversion back) is never started
+//! twice from an old checkpoint — while a DaemonSet pod
 //! serving beside that static pod (a conversion under way) is kept, so that the conversion
 //! can wait for its checkpoint before it moves the static manifest aside.
 
 mod checkpointer_pod;
 mod decide;
+mod leases;
 mod local_endpoint;
 mod observation;
 mod phase;
@@ -68,8 +71,12 @@ pub use checkpointer_pod::{
     CheckpointerPod, KUBELET_KUBECONFIG, is_checkpointer,
 };
 pub use decide::{decide, next_step, phase};
+pub use leases::{gone_leader, serving_since};
 pub use local_endpoint::{LocalEndpoint, local_endpoint};
-pub use observation::{ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, RunningPod};
+pub use observation::{
+    ActiveCopy, Api, Checkpoint, ComponentOnNode, NodeCheckpoints, NodeLeases, OtherProcess,
+    RunningPod,
+};
 pub use phase::CheckpointPhase;
 pub use policy::{CheckpointPolicy, DEFAULT_API_GRACE, DEFAULT_SOAK, MIN_API_GRACE};
 pub use presence::{CheckpointerState, NodeCheckpointer};

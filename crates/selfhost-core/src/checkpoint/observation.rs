@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use crate::component::Component;
-use crate::observation::time;
+use crate::observation::{ContainerState, IdentitySighting, LeaderLease, NodeObservation, time};
 
 /// Everything the checkpointer knows about one node, read once per decision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -20,6 +20,26 @@ pub struct NodeCheckpoints {
     /// Each component on the node; one that is absent is seen with nothing at all (no pod, no
     /// checkpoint, no copy, no process).
     pub components: BTreeMap<Component, ComponentOnNode>,
+    /// The kube-system Leases, read while the API answers; `None` when the agent may not read
+    /// them. Without them a Ready kube-apiserver pod counts as serving, and no leader Lease
+    /// is handed over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leases: Option<NodeLeases>,
+}
+
+/// The Leases that say which processes serve and lead, with what places their holders.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct NodeLeases {
+    /// The name of the node the agent runs on.
+    pub node: String,
+    /// The control-plane nodes, which a holder's host name is placed among
+    /// ([`place_host`](crate::observation::place_host)).
+    pub control_plane: Vec<NodeObservation>,
+    /// Every fresh kube-apiserver identity, with when the agent saw each holder take its Lease
+    /// over (the agent watches the identity Leases for that).
+    pub identities: Vec<IdentitySighting>,
+    /// The leader Leases of the controller-manager and the scheduler, by component.
+    pub leaders: BTreeMap<Component, LeaderLease>,
 }
 
 /// Whether an API server answers through the cluster's address.
@@ -55,6 +75,18 @@ pub struct ComponentOnNode {
     /// the component is not self-hosted on this node (a conversion back to static pods wrote
     /// it, or this node was never converted).
     pub static_manifest: bool,
+    /// The component's process in every other pod the API shows on this node (a backup's, an
+    /// active copy's or kubeadm's mirror pod), as its kubelet reports it.
+    pub other_processes: Vec<OtherProcess>,
+}
+
+/// A process of the component on this node in a pod other than its DaemonSet's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OtherProcess {
+    /// The pod's name.
+    pub pod: String,
+    /// The component's container in it.
+    pub state: ContainerState,
 }
 
 /// This node's pod of a self-hosted DaemonSet, as the API shows it.
@@ -66,11 +98,13 @@ pub struct RunningPod {
     pub revision: String,
     /// The component's container image.
     pub image: String,
-    /// Since when the pod has served, as the agent saw it begin; `None` while it does not.
-    /// Every component serves when Ready: the node's credentials the agent reads with cannot
-    /// read the kube-apiserver's identity Leases, so a Ready condition set by a probe another
-    /// process answered on a shared port counts too.
-    pub serving_since: Option<Timestamp>,
+    /// Since when the pod has been Ready, as the agent saw it begin; `None` while it is not.
+    /// A Ready condition may come from a probe another process answered on a shared port:
+    /// the kube-apiserver serves only once its own identity proves it too
+    /// ([`serving_since`](super::serving_since)).
+    pub ready_since: Option<Timestamp>,
+    /// The component's container, as its kubelet reports it.
+    pub process: ContainerState,
 }
 
 /// A checkpoint stored on the node's disk.
@@ -93,6 +127,10 @@ pub struct ActiveCopy {
     pub since: Timestamp,
     /// Whether its process answers on the node.
     pub serving: bool,
+    /// Whether the API shows the copy's mirror pod. A copy is retired only once it does, so
+    /// that the mirror pod's going (the kubelet removes it once the process has stopped)
+    /// proves the copy's process gone.
+    pub mirror_pod: bool,
 }
 
 /// What an absent component is seen as.
@@ -102,6 +140,7 @@ static NOTHING: ComponentOnNode = ComponentOnNode {
     active: None,
     local_process_serving: false,
     static_manifest: false,
+    other_processes: Vec::new(),
 };
 
 impl NodeCheckpoints {
@@ -127,15 +166,11 @@ impl NodeCheckpoints {
 }
 
 impl RunningPod {
-    /// Whether the pod serves.
-    pub fn serves(&self) -> bool {
-        self.serving_since.is_some()
-    }
-}
-
-impl ComponentOnNode {
-    /// Whether this node's DaemonSet pod serves.
-    pub fn daemonset_pod_serves(&self) -> bool {
-        self.daemonset_pod.as_ref().is_some_and(RunningPod::serves)
+    /// When the pod's process started, if it runs.
+    pub fn started_at(&self) -> Option<Timestamp> {
+        match self.process {
+            ContainerState::Running { started_at } => started_at,
+            _ => None,
+        }
     }
 }

@@ -24,6 +24,10 @@ pub enum CheckpointPhase {
     /// A copy is active, and the API is unreachable or the DaemonSet pod does not serve yet:
     /// the copy stays.
     Activated,
+    /// No copy is active, the API answers, and the leader Lease of the controller-manager or
+    /// scheduler is held by a process of this node that has stopped (a retired copy): the
+    /// Lease is handed over rather than left to expire.
+    HolderGone,
     /// No copy is active, the API answers, and this node's DaemonSet pod is absent or does
     /// not serve (starting, failing, or replaced by an upgrade): there is nothing to keep.
     Unserved,
@@ -57,10 +61,11 @@ pub enum CheckpointPhase {
 
 impl CheckpointPhase {
     /// Every phase, in the order `decide.rs` tells them apart.
-    pub const ALL: [CheckpointPhase; 13] = [
+    pub const ALL: [CheckpointPhase; 14] = [
         CheckpointPhase::Superseded,
         CheckpointPhase::TakingOver,
         CheckpointPhase::Activated,
+        CheckpointPhase::HolderGone,
         CheckpointPhase::Unserved,
         CheckpointPhase::Soaking,
         CheckpointPhase::Keeping,
@@ -79,6 +84,7 @@ impl CheckpointPhase {
             CheckpointPhase::Superseded => "superseded",
             CheckpointPhase::TakingOver => "taking-over",
             CheckpointPhase::Activated => "activated",
+            CheckpointPhase::HolderGone => "holder-gone",
             CheckpointPhase::Unserved => "unserved",
             CheckpointPhase::Soaking => "soaking",
             CheckpointPhase::Keeping => "keeping",
@@ -98,6 +104,7 @@ impl CheckpointPhase {
             CheckpointPhase::Superseded => "kubeadm's static pod is back: retiring the copy",
             CheckpointPhase::TakingOver => "the DaemonSet pod serves again: retiring the copy",
             CheckpointPhase::Activated => "the checkpoint runs as a static pod",
+            CheckpointPhase::HolderGone => "the leader stopped here: handing its Lease over",
             CheckpointPhase::Unserved => "no serving DaemonSet pod to keep",
             CheckpointPhase::Soaking => "the DaemonSet pod serves: soaking before keeping it",
             CheckpointPhase::Keeping => "keeping a checkpoint of the DaemonSet pod",

@@ -33,6 +33,19 @@ pub enum CheckpointStep {
         /// The copy's DaemonSet revision.
         revision: String,
     },
+    /// Delete the leader Lease whose holder ran on this node and has stopped, on condition
+    /// that it is still the one read, so that a standby takes it at its next retry instead of
+    /// after the lease duration.
+    HandOver {
+        /// The Lease's name.
+        lease: String,
+        /// Its holder identity.
+        holder: String,
+        /// Its uid, a precondition of the delete.
+        uid: Option<String>,
+        /// Its resourceVersion, a precondition of the delete.
+        resource_version: String,
+    },
     /// Nothing to do until the observation changes, or until `recheck_at`.
     Wait {
         /// What the checkpointer waits for, in words.
@@ -54,6 +67,7 @@ impl CheckpointStep {
             CheckpointStep::Keep { .. } => "keep",
             CheckpointStep::Activate { .. } => "activate",
             CheckpointStep::Retire { .. } => "retire",
+            CheckpointStep::HandOver { .. } => "hand-over",
             CheckpointStep::Wait { .. } => "wait",
             CheckpointStep::Nothing { .. } => "nothing",
         }
@@ -85,6 +99,10 @@ impl fmt::Display for CheckpointStep {
             CheckpointStep::Retire { revision } => write!(
                 f,
                 "retire the static copy of revision {revision}: the DaemonSet pod serves"
+            ),
+            CheckpointStep::HandOver { lease, holder, .. } => write!(
+                f,
+                "hand the Lease {lease} over: its holder {holder} ran on this node and has stopped"
             ),
             CheckpointStep::Wait { reason, .. } => write!(f, "wait: {reason}"),
             CheckpointStep::Nothing { summary } => f.write_str(summary),

@@ -82,40 +82,9 @@ impl Observation {
     }
 
     /// Where a process that names itself after `host` runs, as far as the control-plane nodes
-    /// tell (see [`HostPlacement`]).
-    ///
-    /// The node whose `kubernetes.io/hostname` label is `host`, else the node named `host`
-    /// (compared without case: the kubelet lowercases the hostname it names its node after);
-    /// else, on a cluster of one control-plane node, that node, which is where every process
-    /// of the control plane runs; else any control-plane node.
+    /// tell ([`place_host`]).
     pub fn place_host(&self, host: &str) -> HostPlacement<'_> {
-        let by_label: Vec<&NodeObservation> = self
-            .nodes
-            .iter()
-            .filter(|node| {
-                node.hostname
-                    .as_deref()
-                    .is_some_and(|label| label.eq_ignore_ascii_case(host))
-            })
-            .collect();
-        let by_name = || {
-            let mut named = self
-                .nodes
-                .iter()
-                .filter(|node| node.name.eq_ignore_ascii_case(host));
-            match (named.next(), named.next()) {
-                (Some(node), None) => Some(node),
-                _ => None,
-            }
-        };
-        match by_label.as_slice() {
-            [node] => HostPlacement::Node(node),
-            [] => match (by_name(), self.nodes.as_slice()) {
-                (Some(node), _) | (None, [node]) => HostPlacement::Node(node),
-                (None, _) => HostPlacement::AnyNode,
-            },
-            _ => HostPlacement::AnyNode,
-        }
+        place_host(&self.nodes, host)
     }
 
     /// Whether a process that names itself after `host` may run on `node`: `host` is that
@@ -170,6 +139,41 @@ pub enum HostPlacement<'a> {
     Node(&'a NodeObservation),
     /// The host names no control-plane node, or several: the process may run on any of them.
     AnyNode,
+}
+
+/// Where a process that names itself after `host` runs among the control-plane `nodes` (see
+/// [`HostPlacement`]).
+///
+/// The node whose `kubernetes.io/hostname` label is `host`, else the node named `host`
+/// (compared without case: the kubelet lowercases the hostname it names its node after);
+/// else, on a cluster of one control-plane node, that node, which is where every process
+/// of the control plane runs; else any control-plane node.
+pub fn place_host<'a>(nodes: &'a [NodeObservation], host: &str) -> HostPlacement<'a> {
+    let by_label: Vec<&NodeObservation> = nodes
+        .iter()
+        .filter(|node| {
+            node.hostname
+                .as_deref()
+                .is_some_and(|label| label.eq_ignore_ascii_case(host))
+        })
+        .collect();
+    let by_name = || {
+        let mut named = nodes
+            .iter()
+            .filter(|node| node.name.eq_ignore_ascii_case(host));
+        match (named.next(), named.next()) {
+            (Some(node), None) => Some(node),
+            _ => None,
+        }
+    };
+    match by_label.as_slice() {
+        [node] => HostPlacement::Node(node),
+        [] => match (by_name(), nodes) {
+            (Some(node), _) | (None, [node]) => HostPlacement::Node(node),
+            (None, _) => HostPlacement::AnyNode,
+        },
+        _ => HostPlacement::AnyNode,
+    }
 }
 
 /// One control-plane node.

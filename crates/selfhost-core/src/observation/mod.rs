@@ -25,7 +25,7 @@ pub(crate) mod time;
 
 pub use cluster::{
     ApiHealth, HostPlacement, KnownStart, NodeObservation, NodeReadiness, Observation,
-    StoppedProcess,
+    StoppedProcess, place_host,
 };
 pub use convert::{HOSTNAME_LABEL, IDENTITY_LABEL, IDENTITY_LABEL_VALUE};
 pub use daemonsets::{BackupObservation, DaemonSetCounters, DaemonSetObservation};

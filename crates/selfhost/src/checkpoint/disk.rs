@@ -110,6 +110,7 @@ impl NodeDisk {
             revision: annotations.get(REVISION_ANNOTATION)?.clone(),
             since: annotations.get(ACTIVATED_ANNOTATION)?.parse().ok()?,
             serving: false,
+            mirror_pod: false,
         })
     }
 

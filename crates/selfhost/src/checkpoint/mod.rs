@@ -11,6 +11,7 @@
 
 mod disk;
 pub mod install;
+mod leases;
 mod local;
 
 use std::collections::BTreeMap;
@@ -23,10 +24,12 @@ use kube::Api;
 use kube::api::ListParams;
 use selfhost_core::Component;
 use selfhost_core::checkpoint::{
-    self, CheckpointPolicy, CheckpointStep, ComponentOnNode, NodeCheckpoints, RunningPod,
+    self, CheckpointPolicy, CheckpointStep, ComponentOnNode, NodeCheckpoints, OtherProcess,
+    RunningPod, copy_name,
 };
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::conversion::secret_files;
+use selfhost_core::observation::{ContainerState, PodObservation};
 use tokio_util::sync::CancellationToken;
 
 pub use disk::NodeDisk;
@@ -104,6 +107,7 @@ pub async fn run(
     let disk = options.disk();
     let mut unreachable_since: Option<Timestamp> = None;
     let mut last: BTreeMap<Component, String> = BTreeMap::new();
+    let mut lease_reader = leases::LeaseReader::default();
     loop {
         let pods = match node_pods(clients, &options.node).await {
             Reading::Pods(pods) => Some(pods),
@@ -135,13 +139,21 @@ pub async fn run(
             Some(_) => BTreeMap::new(),
             None => local::local_processes(&disk).await,
         };
+        let leases = match &pods {
+            Some(_) => lease_reader.read(clients, &options.node).await,
+            None => None,
+        };
         let mut components = BTreeMap::new();
         for component in Component::ALL {
-            let active = disk.active(component);
-            let daemonset_pod = pods
-                .as_ref()
-                .and_then(|p| p.get(&component))
-                .map(|pod| running_pod(pod, active.as_ref().map(|a| a.since)));
+            let shown = pods.as_ref().and_then(|p| p.get(&component));
+            let mut active = disk.active(component);
+            if let Some(copy) = active.as_mut() {
+                let mirror = format!("{}-{}", copy_name(component), options.node);
+                copy.mirror_pod = shown.is_some_and(|s| s.others.iter().any(|o| o.pod == mirror));
+            }
+            let daemonset_pod = shown
+                .and_then(|s| s.daemonset.as_ref())
+                .map(|pod| running_pod(component, pod, active.as_ref().map(|a| a.since)));
             components.insert(
                 component,
                 ComponentOnNode {
@@ -150,6 +162,7 @@ pub async fn run(
                     active,
                     local_process_serving: local.get(&component).copied().unwrap_or(false),
                     static_manifest: disk.has_kubeadm_manifest(component),
+                    other_processes: shown.map(|s| s.others.clone()).unwrap_or_default(),
                 },
             );
         }
@@ -157,6 +170,7 @@ pub async fn run(
             now,
             api,
             components,
+            leases,
         };
         for (component, step) in checkpoint::decide(&observation, &options.policy) {
             let failed = act(clients, options, &disk, &pods, component, &step, now)
@@ -164,7 +178,11 @@ pub async fn run(
                 .err()
                 .map(|e| e.to_string());
             let line = step.to_string();
-            let changed = step.changes_static_pods() || matches!(step, CheckpointStep::Keep { .. });
+            let changed = step.changes_static_pods()
+                || matches!(
+                    step,
+                    CheckpointStep::Keep { .. } | CheckpointStep::HandOver { .. }
+                );
             if changed || failed.is_some() || last.get(&component) != Some(&line) {
                 report(&CheckpointRound {
                     component,
@@ -188,13 +206,22 @@ enum Reading {
     /// An API server answers, but this node's pods could not be listed (a 429, a 500, a
     /// denial): the API is not gone, and nothing is known of the pods.
     Unlisted(String),
-    /// This node's pod of each component's self-hosted DaemonSet.
-    Pods(BTreeMap<Component, Pod>),
+    /// What the API shows of each component on this node.
+    Pods(BTreeMap<Component, ShownOnNode>),
 }
 
-/// This node's pod of each component's self-hosted DaemonSet. A probe first, so that a dead
-/// API is known within its timeout; a list that fails after it answered does not make the API
-/// unreachable.
+/// What the API shows of one component on this node.
+#[derive(Default)]
+struct ShownOnNode {
+    /// The pod of its self-hosted DaemonSet.
+    daemonset: Option<Pod>,
+    /// Its process in every other pod (a backup's, an active copy's or kubeadm's mirror pod).
+    others: Vec<OtherProcess>,
+}
+
+/// This node's pods of each component: its self-hosted DaemonSet's and every other. A probe
+/// first, so that a dead API is known within its timeout; a list that fails after it answered
+/// does not make the API unreachable.
 async fn node_pods(clients: &Clients, node: &str) -> Reading {
     let ready = health::readyz(&clients.probe).await;
     if !ready.healthy && ready.checks.is_empty() {
@@ -206,29 +233,49 @@ async fn node_pods(clients: &Clients, node: &str) -> Reading {
         Ok(pods) => pods,
         Err(e) => return Reading::Unlisted(e.to_string()),
     };
-    let mut found = BTreeMap::new();
+    let mut found: BTreeMap<Component, ShownOnNode> = BTreeMap::new();
     for component in Component::ALL {
         let daemonset = component.daemonset_name();
-        let pod = pods.items.iter().find(|p| {
-            p.metadata
+        let shown = found.entry(component).or_default();
+        for pod in &pods.items {
+            let ours = pod
+                .metadata
                 .owner_references
                 .iter()
                 .flatten()
-                .any(|o| o.kind == "DaemonSet" && o.name == daemonset)
-        });
-        if let Some(pod) = pod {
-            found.insert(component, pod.clone());
+                .any(|o| o.kind == "DaemonSet" && o.name == daemonset);
+            if ours && shown.daemonset.is_none() {
+                shown.daemonset = Some(pod.clone());
+                continue;
+            }
+            let observed = PodObservation::from_pod(pod);
+            let runs_component = observed
+                .containers
+                .iter()
+                .any(|c| c.name == component.name());
+            if runs_component {
+                shown.others.push(OtherProcess {
+                    pod: observed.name.clone(),
+                    state: process_of(component, &observed),
+                });
+            }
         }
     }
     Reading::Pods(found)
 }
 
-/// A pod as the decisions see it: serving since its Ready condition turned true. A status
-/// from before the active copy is the one the API kept from before the node went down, not
-/// news from the pod: it does not count. Condition times are whole seconds, so a transition
-/// in the second before the activation counts as fresh; a kept status is older than that by
-/// the whole grace the API was gone for.
-fn running_pod(pod: &Pod, active_since: Option<Timestamp>) -> RunningPod {
+/// The component's container in a pod, as its kubelet reports it.
+fn process_of(component: Component, pod: &PodObservation) -> ContainerState {
+    pod.main_container(component.name())
+        .map_or(ContainerState::Unknown, |c| c.state.clone())
+}
+
+/// A pod as the decisions see it: Ready since its Ready condition turned true. A status from
+/// before the active copy is the one the API kept from before the node went down, not news
+/// from the pod: it does not count. Condition times are whole seconds, so a transition in the
+/// second before the activation counts as fresh; a kept status is older than that by the
+/// whole grace the API was gone for.
+fn running_pod(component: Component, pod: &Pod, active_since: Option<Timestamp>) -> RunningPod {
     let ready_since = pod
         .status
         .as_ref()
@@ -236,7 +283,7 @@ fn running_pod(pod: &Pod, active_since: Option<Timestamp>) -> RunningPod {
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
         .and_then(|c| c.last_transition_time.as_ref())
         .map(|t| t.0);
-    let serving_since = ready_since.filter(|since| {
+    let ready_since = ready_since.filter(|since| {
         active_since.is_none_or(|activated| *since + CONDITION_GRANULARITY > activated)
     });
     let labels = pod.metadata.labels.clone().unwrap_or_default();
@@ -252,7 +299,8 @@ fn running_pod(pod: &Pod, active_since: Option<Timestamp>) -> RunningPod {
             .and_then(|s| s.containers.first())
             .and_then(|c| c.image.clone())
             .unwrap_or_default(),
-        serving_since,
+        ready_since,
+        process: process_of(component, &PodObservation::from_pod(pod)),
     }
 }
 
@@ -260,7 +308,7 @@ async fn act(
     clients: &Clients,
     options: &CheckpointOptions,
     disk: &NodeDisk,
-    pods: &Option<BTreeMap<Component, Pod>>,
+    pods: &Option<BTreeMap<Component, ShownOnNode>>,
     component: Component,
     step: &CheckpointStep,
     now: Timestamp,
@@ -274,6 +322,7 @@ async fn act(
             let pod = pods
                 .as_ref()
                 .and_then(|p| p.get(&component))
+                .and_then(|s| s.daemonset.as_ref())
                 .filter(|p| p.metadata.uid.as_deref() == Some(pod_uid.as_str()))
                 .ok_or_else(|| CheckpointError::Pod(format!("pod {pod_uid} is gone")))?;
             let copy = checkpoint::static_copy(component, pod)
@@ -284,6 +333,12 @@ async fn act(
         }
         CheckpointStep::Activate { .. } => disk.activate(component, now)?,
         CheckpointStep::Retire { .. } => disk.retire(component)?,
+        CheckpointStep::HandOver {
+            lease,
+            holder,
+            uid,
+            resource_version,
+        } => leases::hand_over(clients, lease, holder, uid.as_ref(), resource_version).await?,
         CheckpointStep::Wait { .. } | CheckpointStep::Nothing { .. } => {}
     }
     Ok(())

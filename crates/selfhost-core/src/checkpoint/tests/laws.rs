@@ -9,10 +9,12 @@ use super::builder::{image, ms};
 use super::step_of;
 use crate::checkpoint::{
     ActiveCopy, Api, Checkpoint, CheckpointPolicy, CheckpointStep, ComponentOnNode,
-    NodeCheckpoints, RunningPod, decide, phase,
+    NodeCheckpoints, NodeLeases, OtherProcess, RunningPod, decide, phase, serving_since,
 };
 use crate::component::Component;
-use crate::observation::time;
+use crate::observation::{
+    ContainerState, IdentitySighting, LeaderLease, NodeObservation, NodeReadiness, time,
+};
 
 /// Times are generated in milliseconds within a minute, observed at its end, so that soaks and
 /// graces of up to 20 s fall on either side of their boundaries.
@@ -26,44 +28,144 @@ fn revision() -> impl Strategy<Value = String> {
     prop_oneof![Just("rev-a".to_string()), Just("rev-b".to_string())]
 }
 
+fn process() -> impl Strategy<Value = ContainerState> {
+    prop_oneof![
+        3 => proptest::option::weighted(0.9, at())
+            .prop_map(|started| ContainerState::Running { started_at: started.map(ms) }),
+        1 => Just(ContainerState::Unknown),
+        1 => Just(ContainerState::Terminated { reason: None, exit_code: 0, finished_at: None }),
+        1 => Just(ContainerState::Waiting { reason: None, message: None }),
+    ]
+}
+
 fn component_on_node() -> impl Strategy<Value = ComponentOnNode> {
-    let pod = (revision(), proptest::option::weighted(0.7, at())).prop_map(|(revision, since)| {
-        RunningPod {
+    let pod = (revision(), proptest::option::weighted(0.7, at()), process()).prop_map(
+        |(revision, since, process)| RunningPod {
             uid: format!("uid-{revision}"),
             image: image(&revision),
             revision,
-            serving_since: since.map(ms),
-        }
-    });
+            ready_since: since.map(ms),
+            process,
+        },
+    );
+    let others = proptest::collection::vec(
+        process().prop_map(|state| OtherProcess {
+            pod: "other".to_string(),
+            state,
+        }),
+        0..3,
+    );
     let checkpoint = revision().prop_map(|revision| Checkpoint {
         image: image(&revision),
         revision,
         written_at: ms(0),
     });
-    let active =
-        (revision(), at(), any::<bool>()).prop_map(|(revision, since, serving)| ActiveCopy {
+    let active = (revision(), at(), any::<bool>(), any::<bool>()).prop_map(
+        |(revision, since, serving, mirror_pod)| ActiveCopy {
             revision,
             since: ms(since),
             serving,
-        });
+            mirror_pod,
+        },
+    );
     (
         proptest::option::weighted(0.7, pod),
         proptest::option::weighted(0.7, checkpoint),
         proptest::option::weighted(0.3, active),
         any::<bool>(),
         proptest::bool::weighted(0.2),
+        others,
     )
         .prop_map(
-            |(daemonset_pod, checkpoint, active, local_process_serving, static_manifest)| {
+            |(
+                daemonset_pod,
+                checkpoint,
+                active,
+                local_process_serving,
+                static_manifest,
+                others,
+            )| {
                 ComponentOnNode {
                     daemonset_pod,
                     checkpoint,
                     active,
                     local_process_serving,
                     static_manifest,
+                    other_processes: others,
                 }
             },
         )
+}
+
+/// Hosts as Lease holders name them: this node, another, and one every node shares.
+fn host() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("cp-1".to_string()),
+        Just("cp-2".to_string()),
+        Just("shared".to_string())
+    ]
+}
+
+fn leases() -> impl Strategy<Value = NodeLeases> {
+    let identity = (host(), 0..3u8, at()).prop_map(|(host, holder, renewed)| IdentitySighting {
+        lease: format!("apiserver-{host}"),
+        hostname: Some(host),
+        holder: format!("holder-{holder}"),
+        holder_since: None,
+        last_renewed: Some(ms(renewed)),
+        first_seen: None,
+    });
+    let leader = || {
+        (host(), at(), at()).prop_map(|(host, acquired, renewed)| LeaderLease {
+            name: "leader".to_string(),
+            uid: Some("uid".to_string()),
+            resource_version: Some("7".to_string()),
+            holder: Some(format!("{host}_0f6e")),
+            acquire_time: Some(ms(acquired)),
+            renew_time: Some(ms(acquired.max(renewed))),
+            lease_duration_seconds: Some(15),
+            transitions: Some(1),
+        })
+    };
+    let node = |name: &str, ready: bool| NodeObservation {
+        name: name.to_string(),
+        hostname: Some(name.to_string()),
+        ready: if ready {
+            NodeReadiness::Ready
+        } else {
+            NodeReadiness::Unknown
+        },
+        ready_since: None,
+        unschedulable: false,
+        labels: BTreeMap::new(),
+        taints: Vec::new(),
+    };
+    (
+        proptest::collection::vec(identity, 0..4),
+        proptest::option::of(leader()),
+        proptest::option::of(leader()),
+        any::<bool>(),
+        proptest::bool::weighted(0.9),
+    )
+        .prop_map(move |(identities, manager, scheduler, two_nodes, ready)| {
+            let mut control_plane = vec![node("cp-1", ready)];
+            if two_nodes {
+                control_plane.push(node("cp-2", true));
+            }
+            let leaders = [
+                (Component::ControllerManager, manager),
+                (Component::Scheduler, scheduler),
+            ]
+            .into_iter()
+            .filter_map(|(c, lease)| Some((c, lease?)))
+            .collect();
+            NodeLeases {
+                node: "cp-1".to_string(),
+                control_plane,
+                identities,
+                leaders,
+            }
+        })
 }
 
 fn node() -> impl Strategy<Value = NodeCheckpoints> {
@@ -71,14 +173,20 @@ fn node() -> impl Strategy<Value = NodeCheckpoints> {
         1 => Just(Api::Answers),
         1 => at().prop_map(|since| Api::Unreachable { since: ms(since) }),
     ];
-    (api, proptest::collection::vec(component_on_node(), 3)).prop_map(|(api, on)| NodeCheckpoints {
-        now: ms(NOW),
+    (
         api,
-        components: Component::ALL
-            .into_iter()
-            .zip(on)
-            .collect::<BTreeMap<_, _>>(),
-    })
+        proptest::collection::vec(component_on_node(), 3),
+        proptest::option::weighted(0.6, leases()),
+    )
+        .prop_map(|(api, on, leases)| NodeCheckpoints {
+            now: ms(NOW),
+            api,
+            components: Component::ALL
+                .into_iter()
+                .zip(on)
+                .collect::<BTreeMap<_, _>>(),
+            leases,
+        })
 }
 
 fn policy() -> impl Strategy<Value = CheckpointPolicy> {
@@ -100,7 +208,8 @@ proptest! {
             if let CheckpointStep::Keep { pod_uid, revision, .. } = &step {
                 let on = obs.component(component);
                 let pod = on.daemonset_pod.as_ref().expect("a pod is kept");
-                let since = pod.serving_since.expect("a kept pod serves");
+                let since = serving_since(&obs, component).expect("a kept pod serves");
+                prop_assert_eq!(pod.ready_since, Some(since));
                 prop_assert_eq!(obs.api, Api::Answers);
                 prop_assert!(time::age(obs.now, since) >= policy.soak);
                 prop_assert_eq!(pod_uid, &pod.uid);
@@ -145,7 +254,10 @@ proptest! {
                 let on = obs.component(component);
                 if !on.static_manifest {
                     prop_assert_eq!(obs.api, Api::Answers);
-                    prop_assert!(on.daemonset_pod_serves());
+                    prop_assert!(serving_since(&obs, component).is_some());
+                    if obs.leases.is_some() {
+                        prop_assert!(on.active.as_ref().is_some_and(|copy| copy.mirror_pod));
+                    }
                 }
                 prop_assert_eq!(Some(revision), on.active.as_ref().map(|a| &a.revision));
             }
@@ -163,6 +275,78 @@ proptest! {
             if let CheckpointStep::Wait { recheck_at: Some(at), .. } = step {
                 prop_assert!(at > obs.now);
             }
+        }
+    }
+
+    #[test]
+    fn hands_a_lease_over_only_once_every_process_here_that_may_hold_it_has_stopped(
+        obs in node(),
+        policy in policy(),
+    ) {
+        for (component, step) in decide(&obs, &policy) {
+            if let CheckpointStep::HandOver { lease, holder, .. } = &step {
+                prop_assert_eq!(obs.api, Api::Answers);
+                prop_assert_ne!(component, Component::ApiServer);
+                let leases = obs.leases.as_ref().expect("Leases were read");
+                let read = &leases.leaders[&component];
+                prop_assert_eq!(lease, &read.name);
+                prop_assert!(read.is_held_at(obs.now));
+                prop_assert!(
+                    holder.starts_with("cp-1_") || leases.control_plane.len() == 1,
+                    "held from this node: {}",
+                    holder
+                );
+                let acquired = read.acquire_time.expect("acquired");
+                let on = obs.component(component);
+                prop_assert!(on.active.is_none() && !on.static_manifest);
+                let pod = on.daemonset_pod.as_ref().expect("our pod runs here");
+                let stopped_or_newer = |state: &ContainerState| match state {
+                    ContainerState::Running { started_at } => {
+                        started_at.is_some_and(|s| s > acquired)
+                    }
+                    ContainerState::Unknown => false,
+                    _ => true,
+                };
+                prop_assert!(stopped_or_newer(&pod.process));
+                for other in &on.other_processes {
+                    prop_assert!(stopped_or_newer(&other.state));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_kube_apiserver_beside_another_process_serves_only_by_as_many_new_identities(
+        obs in node(),
+    ) {
+        let component = Component::ApiServer;
+        let on = obs.component(component);
+        let Some(leases) = obs.leases.as_ref() else { return Ok(()) };
+        // Where no identity is published, or one tells no node, Ready counts.
+        let mut fresh = leases.identities.iter().filter(|s| s.is_fresh(obs.now)).peekable();
+        let unplaceable = fresh.peek().is_none()
+            || fresh.any(|s| {
+                s.hostname.as_deref() == Some("shared") && leases.control_plane.len() > 1
+            });
+        let running_beside = on
+            .other_processes
+            .iter()
+            .filter(|p| matches!(p.state, ContainerState::Running { .. }))
+            .count();
+        if serving_since(&obs, component).is_some() && !unplaceable && running_beside > 0 {
+            let mut here: Vec<&str> = leases
+                .identities
+                .iter()
+                .filter(|s| s.is_fresh(obs.now))
+                // One control-plane node is the host of every identity.
+                .filter(|s| {
+                    s.hostname.as_deref() == Some("cp-1") || leases.control_plane.len() == 1
+                })
+                .map(|s| s.holder.as_str())
+                .collect();
+            here.sort_unstable();
+            here.dedup();
+            prop_assert!(here.len() > running_beside);
         }
     }
 }

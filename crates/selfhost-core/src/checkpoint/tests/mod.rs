@@ -5,6 +5,7 @@ mod activate;
 mod builder;
 mod keep;
 mod laws;
+mod leases;
 mod node;
 mod retire;
 
@@ -58,6 +59,7 @@ fn step_of(phase: CheckpointPhase) -> &'static str {
         CheckpointPhase::Keeping => "keep",
         CheckpointPhase::Kept | CheckpointPhase::StaticOnNode => "nothing",
         CheckpointPhase::Orphaned => "activate",
+        CheckpointPhase::HolderGone => "hand-over",
         CheckpointPhase::Activated
         | CheckpointPhase::Unserved
         | CheckpointPhase::Soaking
