@@ -240,21 +240,21 @@ pub struct RecoverArgs {
         default_value = "https://127.0.0.1:2379"
     )]
     pub etcd_endpoints: Vec<String>,
-    /// The etcd CA certificate.
+    /// The etcd CA certificate on this node, as the node sees it.
     #[arg(
         long,
         value_name = "FILE",
         default_value = "/etc/kubernetes/pki/etcd/ca.crt"
     )]
     pub etcd_cacert: PathBuf,
-    /// The client certificate etcd accepts (the API server's).
+    /// The client certificate etcd accepts (the API server's), as the node sees it.
     #[arg(
         long,
         value_name = "FILE",
         default_value = "/etc/kubernetes/pki/apiserver-etcd-client.crt"
     )]
     pub etcd_cert: PathBuf,
-    /// Its key.
+    /// Its key, as the node sees it.
     #[arg(
         long,
         value_name = "FILE",
@@ -264,10 +264,12 @@ pub struct RecoverArgs {
     /// The API server's --etcd-prefix.
     #[arg(long, value_name = "PREFIX", default_value = "/registry")]
     pub etcd_prefix: String,
-    /// The kubelet's static pod directory on this node.
-    #[arg(long, value_name = "DIR", default_value = "/etc/kubernetes/manifests")]
+    /// The kubelet's static pod directory on this node, as the node sees it.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_MANIFESTS_DIR)]
     pub manifests_dir: PathBuf,
-    /// Where the host's root is: files from Secrets and ConfigMaps are written beneath it.
+    /// Where the node's root filesystem is, when selfhost runs outside it (in a container
+    /// with the host mounted at /host, say): the manifests directory, the etcd files and the
+    /// files from Secrets and ConfigMaps are read and written beneath it.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub host_root: PathBuf,
     /// How long the API may take to serve once the static pods are written (at least 10s).
@@ -377,7 +379,7 @@ pub struct ApplyArgs {
 }
 
 /// Where kubeadm's kubelet reads static pods from.
-const DEFAULT_MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
+pub const DEFAULT_MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
 /// Arguments of `selfhost convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {

@@ -2,10 +2,12 @@
 //! checkpoint, on this node, from what etcd holds. Progress goes to stderr; what was written
 //! (paths, images, flags; never a Secret's content) to stdout.
 
+use std::path::Path;
+
 use selfhost::{EtcdAccess, RecoverReport, RecoverRequest};
 use serde::Serialize;
 
-use crate::args::{GlobalArgs, OutputFormat, RecoverArgs};
+use crate::args::{DEFAULT_MANIFESTS_DIR, GlobalArgs, OutputFormat, RecoverArgs};
 use crate::exit::{CliError, Outcome};
 
 /// One component as `-o json|yaml` shows it.
@@ -40,11 +42,30 @@ struct ReportOut<'a> {
     next: String,
 }
 
-fn next_step(node: &str) -> String {
-    format!("selfhost checkpoint install --node {node}")
+/// The command that installs the checkpointer on the node recover ran on: the same node, the
+/// same files (manifests directory and host root) and the same cluster, so that it can be run
+/// as printed from where recover ran.
+fn next_step(global: &GlobalArgs, args: &RecoverArgs) -> String {
+    let mut command = format!("selfhost checkpoint install --node {}", args.node);
+    if args.manifests_dir != Path::new(DEFAULT_MANIFESTS_DIR) {
+        command.push_str(&format!(
+            " --manifests-dir {}",
+            args.manifests_dir.display()
+        ));
+    }
+    if args.host_root != Path::new("/") {
+        command.push_str(&format!(" --host-root {}", args.host_root.display()));
+    }
+    if let Some(kubeconfig) = &global.kubeconfig {
+        command.push_str(&format!(" --kubeconfig {}", kubeconfig.display()));
+    }
+    if let Some(context) = &global.context {
+        command.push_str(&format!(" --context {context}"));
+    }
+    command
 }
 
-fn text(report: &RecoverReport, node: &str) -> String {
+fn text(report: &RecoverReport, next: &str) -> String {
     let mut out = String::new();
     if report.dry_run {
         out.push_str("Dry run: nothing was written. recover would write:\n\n");
@@ -86,26 +107,30 @@ fn text(report: &RecoverReport, node: &str) -> String {
         )),
     }
     out.push_str(&format!(
-        "Next: {}\n  (the checkpointer retires these copies once the DaemonSet pods serve, and \
-         keeps the control plane through the next power cut)\n",
-        next_step(node)
+        "Next: {next}\n  (the checkpointer retires these copies once the DaemonSet pods serve, and \
+         keeps the control plane through the next power cut)\n"
     ));
     out
 }
 
 /// Runs `selfhost recover`.
 pub async fn run(global: &GlobalArgs, args: &RecoverArgs) -> Result<Outcome, CliError> {
+    // Every file flag names a path as the node sees it; this run reaches it beneath the host
+    // root, as convert does. What the written static pods name stays the node's own path.
+    let on_host = |path: &Path| super::checkpoint::on_host(&args.host_root, path);
+    let next = next_step(global, args);
     let request = RecoverRequest {
         node: args.node.clone(),
         etcd: EtcdAccess {
             endpoints: args.etcd_endpoints.clone(),
-            ca: args.etcd_cacert.clone(),
-            cert: args.etcd_cert.clone(),
-            key: args.etcd_key.clone(),
+            ca: on_host(&args.etcd_cacert),
+            cert: on_host(&args.etcd_cert),
+            key: on_host(&args.etcd_key),
             prefix: args.etcd_prefix.clone(),
         },
-        manifests_dir: args.manifests_dir.clone(),
+        manifests_dir: on_host(&args.manifests_dir),
         host_root: args.host_root.clone(),
+        next_step: next.clone(),
         timeout: args.timeout,
         dry_run: args.dry_run,
     };
@@ -113,7 +138,7 @@ pub async fn run(global: &GlobalArgs, args: &RecoverArgs) -> Result<Outcome, Cli
     let report =
         selfhost::recover(&super::cluster::client_args(global), &request, &mut say).await?;
     if global.output == OutputFormat::Text {
-        crate::ui::print(&text(&report, &args.node))?;
+        crate::ui::print(&text(&report, &next))?;
         return Ok(Outcome::Done);
     }
     let out = ReportOut {
@@ -143,7 +168,7 @@ pub async fn run(global: &GlobalArgs, args: &RecoverArgs) -> Result<Outcome, Cli
             .collect(),
         skipped_fields: &report.skipped_fields,
         served_after_seconds: report.served_after.map(|d| d.as_secs_f64()),
-        next: next_step(&args.node),
+        next,
     };
     crate::ui::print(&crate::ui::structured(&out, global.output)?)?;
     Ok(Outcome::Done)

@@ -3,13 +3,12 @@
 
 use std::time::Duration;
 
-use selfhost_e2e::bed::manifests::{ETCD_CA, ETCD_CLIENT_CERT, ETCD_CLIENT_KEY};
 use selfhost_e2e::bed::{BedNode, ImageFault, TestBed};
 use selfhost_e2e::binaries::{Binaries, TO_TAG};
 
 use crate::support::{
-    Figures, LeaderWatch, Probers, control_plane_images, eventually, kubectl, selfhost_output,
-    selfhost_to_end,
+    Figures, LeaderWatch, Probers, control_plane_images, eventually, kubectl, selfhost_binary,
+    selfhost_output, selfhost_to_end,
 };
 
 /// The checkpointer's image: the bed's kubelets run the `selfhost` binary for it
@@ -493,11 +492,9 @@ pub async fn recover_without_checkpoints(bed: &mut TestBed) {
     }
 
     let root = node.root.display().to_string();
-    let host = |on_node: &str| node.path(on_node).display().to_string();
-    let manifests = node.manifests_dir().display().to_string();
-    let (ca, cert, key) = (host(ETCD_CA), host(ETCD_CLIENT_CERT), host(ETCD_CLIENT_KEY));
-    // selfhost runs outside the node's filesystem: the manifests directory and the etcd
-    // files are given as this machine sees them, Secret files go beneath --host-root.
+    // selfhost runs outside the node's filesystem, as from a container with the host mounted:
+    // the manifests directory is given as the node sees it, and the etcd files are at
+    // kubeadm's paths on the node, both read beneath --host-root.
     let (output, wall) = selfhost_output(
         bed,
         &[
@@ -507,15 +504,9 @@ pub async fn recover_without_checkpoints(bed: &mut TestBed) {
             "--host-root",
             &root,
             "--manifests-dir",
-            &manifests,
+            "/etc/kubernetes/manifests",
             "--etcd-endpoints",
             bed.etcd_url(),
-            "--etcd-cacert",
-            &ca,
-            "--etcd-cert",
-            &cert,
-            "--etcd-key",
-            &key,
             "-o",
             "json",
         ],
@@ -536,26 +527,29 @@ pub async fn recover_without_checkpoints(bed: &mut TestBed) {
     control_plane_serves(bed, "the recovered control plane serves").await;
     let controllers = power_on.elapsed();
 
-    // What recover says to do next, run as the bed runs selfhost (outside the node).
+    // What recover says to do next, pasted as printed: it names the node's root and the
+    // bed's kubeconfig itself; only the bed's checkpointer image is added.
     let next = report["next"]
         .as_str()
         .expect("recover names the next step");
     let words: Vec<&str> = next.split_whitespace().collect();
     assert_eq!(
-        words.get(..2),
-        Some(&["selfhost", "checkpoint"][..]),
+        words.get(..3),
+        Some(&["selfhost", "checkpoint", "install"][..]),
         "the next step: {next}"
     );
-    let mut args: Vec<&str> = words[1..].to_vec();
-    args.extend([
-        "--host-root",
-        &root,
-        "--manifests-dir",
-        "/etc/kubernetes/manifests",
-        "--checkpointer-image",
-        CHECKPOINTER_IMAGE,
-    ]);
-    let (installed, _) = selfhost_output(bed, &args).await;
+    assert!(
+        next.contains(&format!(" --host-root {root}")),
+        "the next step acts on the node's root: {next}"
+    );
+    let installed = tokio::process::Command::new(selfhost_binary())
+        .args(&words[1..])
+        .args(["--checkpointer-image", CHECKPOINTER_IMAGE])
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("selfhost runs");
     assert!(
         installed.status.success(),
         "{next}: {}{}",

@@ -13,11 +13,11 @@ use super::RecoverError;
 pub struct EtcdAccess {
     /// `https://host:port` endpoints, tried in order.
     pub endpoints: Vec<String>,
-    /// The etcd CA certificate.
+    /// The etcd CA certificate, as this run reaches it (beneath the host root).
     pub ca: PathBuf,
-    /// The client certificate.
+    /// The client certificate, as this run reaches it.
     pub cert: PathBuf,
-    /// Its key.
+    /// Its key, as this run reaches it.
     pub key: PathBuf,
     /// The API server's `--etcd-prefix`.
     pub prefix: String,

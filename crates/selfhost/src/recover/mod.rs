@@ -39,10 +39,15 @@ pub struct RecoverRequest {
     pub node: String,
     /// How to reach etcd.
     pub etcd: EtcdAccess,
-    /// The kubelet's static pod directory.
+    /// The kubelet's static pod directory as this run reaches it (beneath the host root when
+    /// selfhost runs outside the node's filesystem).
     pub manifests_dir: PathBuf,
-    /// Where the host's root is: files from Secrets and ConfigMaps are written beneath it.
+    /// Where the node's root filesystem is: files from Secrets and ConfigMaps are written
+    /// beneath it, while the static pods name them as the node sees them.
     pub host_root: PathBuf,
+    /// The command that installs the checkpointer on this node, as the operator runs it next
+    /// (named when an API server answers already, so that it can be run as printed).
+    pub next_step: String,
     /// How long the API may take to serve once the files are written.
     pub timeout: Duration,
     /// Show what would be written; write nothing.
@@ -198,14 +203,13 @@ pub enum RecoverError {
     /// An API server answers.
     #[error(
         "an API server answers at {server}: the control plane is not gone, and nothing was \
-         written. To keep it through the next power cut, run `selfhost checkpoint install \
-         --node {node}`"
+         written. To keep it through the next power cut, run `{next_step}`"
     )]
     ApiServes {
         /// Its URL.
         server: String,
-        /// The node.
-        node: String,
+        /// The command that installs the checkpointer on this node.
+        next_step: String,
     },
     /// A file could not be written after others were.
     #[error("{source}; written so far: {written}")]
@@ -475,7 +479,7 @@ pub(crate) async fn run(
     if api_answers(clients).await {
         return Err(RecoverError::ApiServes {
             server: clients.server.clone(),
-            node: request.node.clone(),
+            next_step: request.next_step.clone(),
         });
     }
     let etcd = etcd::Etcd::connect(&request.etcd).await?;
