@@ -53,6 +53,7 @@
 
 mod checkpointer_pod;
 mod decide;
+pub mod grant;
 mod local_endpoint;
 mod observation;
 mod phase;
