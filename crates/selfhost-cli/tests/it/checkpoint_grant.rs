@@ -281,5 +281,15 @@ async fn checkpoint_install_without_the_rbac_permissions_refuses_before_any_chan
         said.contains(r#"delete on roles.rbac.authorization.k8s.io "selfhost:checkpointer""#),
         "{said}"
     );
+
+    // A copy the node may be running on is never taken away by a removal.
+    let copy = manifests.join("selfhost-checkpoint-kube-scheduler.yaml");
+    std::fs::write(&copy, "").expect("a copy");
+    let admin = sim.kubeconfig_path().to_path_buf();
+    let (out, said) = checkpoint(&sim, admin, "cp-1", &["remove"]).await;
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(said.contains("a checkpoint's copy is active"), "{said}");
+    assert!(copy.exists(), "nothing removed");
+    std::fs::remove_file(&copy).expect("removed");
     sim.shutdown().await;
 }
