@@ -22,8 +22,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::component::{Component, NAMESPACE};
-use crate::prepull::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::component::{Component, MANAGED_BY, MANAGED_BY_LABEL, NAMESPACE};
 
 /// The name of the Role and of the RoleBinding, both in kube-system.
 pub const GRANT_NAME: &str = "selfhost:checkpointer";
