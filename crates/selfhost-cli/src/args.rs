@@ -174,6 +174,26 @@ pub enum CheckpointAction {
     /// Install the checkpointer on this node (a self-hosted node converted without it): write
     /// its static pod and wait until the kubelet runs it.
     Install(CheckpointInstallArgs),
+    /// Remove the checkpointer from this node: its static pod and checkpoints, then its node's
+    /// read access to kube-system Leases. Refused while a checkpoint's copy is active.
+    Remove(CheckpointRemoveArgs),
+}
+
+/// Arguments of `selfhost checkpoint remove`.
+#[derive(Debug, Args)]
+pub struct CheckpointRemoveArgs {
+    /// This node's name in the cluster.
+    #[arg(long)]
+    pub node: String,
+    /// The kubelet's static pod directory on this node, as the node sees it.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_MANIFESTS_DIR)]
+    pub manifests_dir: PathBuf,
+    /// Where the node's root filesystem is, when selfhost runs outside it.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub host_root: PathBuf,
+    /// Say what would be removed, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Arguments of `selfhost checkpoint install`.

@@ -8,6 +8,10 @@ use std::str::FromStr;
 
 /// Namespace of every object selfhost manages.
 pub const NAMESPACE: &str = "kube-system";
+/// Label on every object selfhost creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "selfhost";
 /// Prefix kubeadm gives to self-hosted DaemonSets and their `k8s-app` label.
 pub const SELF_HOSTED_PREFIX: &str = "self-hosted-";
 /// Prefix kubeadm gives to the temporary backup DaemonSet of the pivot.

@@ -35,14 +35,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Serialize;
 
 use crate::component::{Component, NAMESPACE};
+pub use crate::component::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::daemonset::{select_control_plane_nodes, tolerate_control_plane_taints};
 use crate::preflight::{Check, CheckId, Verdict};
 use crate::version::KubeVersion;
 
-/// Label on every object selfhost creates.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Value of [`MANAGED_BY_LABEL`].
-pub const MANAGED_BY: &str = "selfhost";
 /// Label (and selector key) of the prepull DaemonSets and their pods; its value is the
 /// component. Selecting on the key alone finds every prepull object.
 pub const PREPULL_LABEL: &str = "selfhost.dev/prepull";

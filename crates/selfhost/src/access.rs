@@ -14,6 +14,9 @@ use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::Api;
 use kube::api::PostParams;
 use selfhost_core::Component;
+use selfhost_core::checkpoint::grant::{
+    GRANT_NAME, LEASES_GROUP, RBAC_GROUP, READ_VERBS, leader_leases,
+};
 use selfhost_core::config::CONFIGMAP_NAME;
 use selfhost_core::daemonset::{certificate_secrets, kubeconfig_secrets};
 
@@ -127,6 +130,60 @@ pub fn convert(node: &str, certs_in_secrets: bool, secrets_read: &[String]) -> V
     for get in read_secrets(secrets_read) {
         if !needs.contains(&get) {
             needs.push(get);
+        }
+    }
+    needs
+}
+
+/// What granting a node's checkpointer read access to the Leases of kube-system needs
+/// (checkpoint/grant.rs), and taking it away again when the checkpointer this run wrote does
+/// not run: the Role and RoleBinding `selfhost:checkpointer`, created, or read and replaced;
+/// and what the Role grants, which Kubernetes lets only a holder grant (RBAC's escalation
+/// check): get, list and watch on Leases in kube-system and delete on the leader Leases.
+pub fn checkpointer_grant() -> Vec<Permission> {
+    let mut needs = Vec::new();
+    for resource in ["roles", "rolebindings"] {
+        needs.push(Permission::in_kube_system("create", RBAC_GROUP, resource));
+        for verb in ["get", "update", "delete"] {
+            needs.push(Permission::in_kube_system(verb, RBAC_GROUP, resource).named(GRANT_NAME));
+        }
+    }
+    for verb in READ_VERBS {
+        needs.push(Permission::in_kube_system(verb, LEASES_GROUP, "leases"));
+    }
+    for lease in leader_leases() {
+        needs.push(Permission::in_kube_system("delete", LEASES_GROUP, "leases").named(&lease));
+    }
+    needs
+}
+
+/// What taking a node's access away needs when its checkpointer is removed: its subject read
+/// and written back out of the RoleBinding, which goes with the Role once no subject is left.
+pub fn checkpointer_revoke() -> Vec<Permission> {
+    let rbac = |verb: &str, resource: &str| {
+        Permission::in_kube_system(verb, RBAC_GROUP, resource).named(GRANT_NAME)
+    };
+    vec![
+        rbac("get", "rolebindings"),
+        rbac("update", "rolebindings"),
+        rbac("delete", "rolebindings"),
+        rbac("delete", "roles"),
+    ]
+}
+
+/// What `selfhost checkpoint install` needs: the grant, and the list of kube-system pods by
+/// which it waits for the checkpointer's mirror pod.
+pub fn checkpoint_install() -> Vec<Permission> {
+    let mut needs = checkpointer_grant();
+    needs.push(Permission::in_kube_system("list", "", "pods"));
+    needs
+}
+
+/// `needs` with each of `more` that is not in it yet.
+pub fn adding(mut needs: Vec<Permission>, more: Vec<Permission>) -> Vec<Permission> {
+    for permission in more {
+        if !needs.contains(&permission) {
+            needs.push(permission);
         }
     }
     needs
@@ -317,6 +374,46 @@ mod tests {
             "each Secret read is asked about once: {reads:?}"
         );
         assert_eq!(reads[0].verb, "get");
+    }
+
+    #[test]
+    fn the_checkpointers_grant_writes_only_its_own_objects_and_holds_what_it_grants() {
+        let grant: Vec<String> = checkpointer_grant()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for needed in [
+            "create on roles.rbac.authorization.k8s.io in namespace kube-system",
+            "create on rolebindings.rbac.authorization.k8s.io in namespace kube-system",
+            r#"update on rolebindings.rbac.authorization.k8s.io "selfhost:checkpointer" in namespace kube-system"#,
+            r#"delete on roles.rbac.authorization.k8s.io "selfhost:checkpointer" in namespace kube-system"#,
+            "get on leases.coordination.k8s.io in namespace kube-system",
+            "watch on leases.coordination.k8s.io in namespace kube-system",
+            r#"delete on leases.coordination.k8s.io "kube-scheduler" in namespace kube-system"#,
+        ] {
+            assert!(grant.iter().any(|p| p == needed), "{needed} in {grant:?}");
+        }
+        assert!(
+            checkpointer_grant()
+                .iter()
+                .filter(|p| p.verb != "create" && p.resource != "leases")
+                .all(|p| p.name.as_deref() == Some("selfhost:checkpointer")),
+            "every other RBAC write is of the grant's objects: {grant:?}"
+        );
+        let revoke = checkpointer_revoke();
+        assert!(
+            revoke.iter().all(|p| checkpointer_grant().contains(p)),
+            "a run that grants may take its grant back: {revoke:?}"
+        );
+        assert!(revoke.iter().all(|p| p.verb != "create"), "{revoke:?}");
+        let install = checkpoint_install();
+        assert!(install.contains(&Permission::in_kube_system("list", "", "pods")));
+        let merged = adding(observe(), checkpointer_grant());
+        let lists = merged
+            .iter()
+            .filter(|p| p.verb == "list" && p.resource == "leases")
+            .count();
+        assert_eq!(lists, 1, "each permission asked about once");
     }
 
     #[test]

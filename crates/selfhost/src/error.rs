@@ -1,6 +1,7 @@
 //! The engine's one root error: every way a command of the front door can fail, each with its
 //! cause nested, and what kind of failure it is (which decides the exit code a tool shows).
 
+use crate::checkpoint::install::InstallError;
 use crate::client::ClientError;
 use crate::config_file::ConfigFileError;
 use crate::connect::ConnectError;
@@ -60,9 +61,10 @@ pub enum Error {
     /// A recovery refused, or stopped after writing.
     #[error(transparent)]
     Recover(Box<RecoverError>),
-    /// The checkpointer's files on the node could not be written or removed.
+    /// The checkpointer could not be installed or removed: its files on the node, or its
+    /// node's access to the Leases of kube-system.
     #[error(transparent)]
-    Checkpointer(Box<FilesError>),
+    Checkpointer(Box<InstallError>),
 }
 
 impl Error {
@@ -83,8 +85,13 @@ impl Error {
             Error::Recover(e) if e.is_bad_input() => ErrorKind::BadInput,
             Error::Recover(e) if e.changed_the_node() => ErrorKind::NotRestored,
             Error::Recover(_) => ErrorKind::Refused,
-            Error::Checkpointer(e) if matches!(**e, FilesError::NoManifestsDir { .. }) => {
+            Error::Checkpointer(e)
+                if matches!(**e, InstallError::Files(FilesError::NoManifestsDir { .. })) =>
+            {
                 ErrorKind::BadInput
+            }
+            Error::Checkpointer(e) if matches!(**e, InstallError::ActiveCopies { .. }) => {
+                ErrorKind::Refused
             }
             Error::Plan(_) | Error::Prepull(_) | Error::Checkpointer(_) => ErrorKind::Failed,
         }
@@ -112,5 +119,11 @@ caused_by! {
     PrepullError => Prepull,
     ManifestsError => Manifests,
     RecoverError => Recover,
-    FilesError => Checkpointer,
+    InstallError => Checkpointer,
+}
+
+impl From<FilesError> for Error {
+    fn from(cause: FilesError) -> Self {
+        InstallError::from(cause).into()
+    }
 }

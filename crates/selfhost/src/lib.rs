@@ -47,9 +47,11 @@ mod target;
 mod upgrade;
 
 pub use api_call::{ApiCallError, FailureKind};
+pub use checkpoint::grant::{GrantError, LeaseAccess};
 pub use checkpoint::install::{
     CheckpointerInstall, CheckpointerOutcome,
     DEFAULT_START_PATIENCE as DEFAULT_CHECKPOINTER_PATIENCE,
+    InstallError as CheckpointerInstallError,
 };
 pub use checkpoint::{CheckpointError, CheckpointOptions, CheckpointRound, NodeDisk};
 pub use client::{ClientArgs, ClientError, Clients, KubeconfigSource, RequestCount, connect_with};
@@ -89,6 +91,7 @@ pub use upgrade::{ExecuteError, ExecuteOptions};
 pub use selfhost_core::checkpoint::{
     CHECKPOINTER_MANIFEST, CHECKPOINTER_NAME, CheckpointPolicy, CheckpointStep, CheckpointTuning,
     CheckpointerPod, CheckpointerState, KUBELET_KUBECONFIG, NodeCheckpointer,
+    grant::GRANT_NAME as CHECKPOINTER_GRANT,
 };
 pub use selfhost_core::component::NAMESPACE;
 pub use selfhost_core::config::ClusterConfig;
@@ -159,12 +162,14 @@ pub fn checkpointer_manifest(pod: &CheckpointerPod) -> Result<String, Error> {
 }
 
 /// Installs the checkpointer on a node converted without it (see `docs/design.md`,
-/// "Checkpoints"): writes its static pod into the node's manifests directory and waits until
-/// the kubelet runs it. With `dry_run`, says what it would write and writes nothing.
+/// "Checkpoints"): grants its node read access to the Leases of kube-system, writes its static
+/// pod into the node's manifests directory and waits until the kubelet runs it. With
+/// `dry_run`, says what it would do and changes nothing.
 ///
 /// # Errors
-/// The kubeconfig cannot be used, the manifests directory is not there, or the manifest
-/// cannot be written.
+/// The kubeconfig cannot be used, its credentials lack a permission the install needs (each
+/// named, [`ErrorKind::Refused`], before any change), the manifests directory is not there,
+/// the grant fails or the manifest cannot be written.
 pub async fn install_checkpointer(
     args: &ClientArgs,
     request: &CheckpointerInstall,
@@ -177,7 +182,57 @@ pub async fn install_checkpointer(
         .into());
     }
     let clients = client::connect(args).await?;
+    connect::check_access(
+        &clients,
+        "selfhost checkpoint install",
+        permission::UPGRADER,
+        &access::checkpoint_install(),
+    )
+    .await?;
     Ok(checkpoint::install::install(&clients.api, request, dry_run).await?)
+}
+
+/// Removes the checkpointer from `node` (see `docs/design.md`, "Checkpoints"): its static pod
+/// in `manifests_dir`, its checkpoints under the host root `host_root`, then its node's access
+/// to the Leases of kube-system. Refuses while a checkpoint's copy is active, which the node's
+/// control plane may be running on. With `dry_run`, says what it would do and changes nothing.
+///
+/// # Errors
+/// The kubeconfig cannot be used, its credentials lack a permission the removal needs, the
+/// manifests directory is not there or holds an active copy (all before any change), a file
+/// cannot be removed or the revocation fails.
+pub async fn remove_checkpointer(
+    args: &ClientArgs,
+    node: &str,
+    manifests_dir: &std::path::Path,
+    host_root: &std::path::Path,
+    dry_run: bool,
+) -> Result<CheckpointerOutcome, Error> {
+    if !manifests_dir.is_dir() {
+        return Err(FilesError::NoManifestsDir {
+            path: manifests_dir.to_path_buf(),
+        }
+        .into());
+    }
+    let disk = NodeDisk {
+        checkpoint_dir: checkpoint::install::checkpoint_dir(host_root),
+        manifests_dir: manifests_dir.to_path_buf(),
+    };
+    if disk.has_active_copies() {
+        return Err(CheckpointerInstallError::ActiveCopies {
+            manifests_dir: manifests_dir.to_path_buf(),
+        }
+        .into());
+    }
+    let clients = client::connect(args).await?;
+    connect::check_access(
+        &clients,
+        "selfhost checkpoint remove",
+        permission::UPGRADER,
+        &access::checkpointer_revoke(),
+    )
+    .await?;
+    Ok(checkpoint::install::remove(&clients.api, node, manifests_dir, host_root, dry_run).await?)
 }
 
 /// Brings back a self-hosted control plane that is gone with no checkpoint, on the node it runs

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use selfhost_core::conversion::decide::Direction;
 use tokio_util::sync::CancellationToken;
 
 use crate::access;
@@ -64,6 +65,16 @@ impl NodeConversion {
         if request.config_file.is_none() {
             permissions.extend(access::cluster_config());
         }
+        // The checkpointer's node is granted read access to the Leases of kube-system where
+        // the checkpointer is installed, and loses it where it is removed.
+        let checkpointer = match request.direction {
+            Direction::ToSelfHosted if request.checkpointer.is_some() => {
+                access::checkpointer_grant()
+            }
+            Direction::ToSelfHosted => Vec::new(),
+            Direction::ToStatic => access::checkpointer_revoke(),
+        };
+        let permissions = access::adding(permissions, checkpointer);
         check_access(&clients, COMMAND, UPGRADER, &permissions).await?;
         let view = ConversionView::start(&clients.api);
         view.ready(FIRST_LIST)

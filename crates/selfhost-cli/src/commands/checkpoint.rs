@@ -1,19 +1,20 @@
 //! `selfhost checkpoint`: the node agent that keeps this node's control-plane pods on disk and
 //! starts them without the API after a reboot or a power cut. It runs until SIGINT or
 //! SIGTERM, and says on stderr what it does. `selfhost checkpoint install` installs it on a
-//! node as the static pod the kubelet runs.
+//! node as the static pod the kubelet runs, with its node's read access to kube-system Leases;
+//! `selfhost checkpoint remove` takes both away again.
 
 use std::path::Path;
 
 use selfhost::{
     CheckpointOptions, CheckpointPolicy, CheckpointRound, CheckpointerInstall, CheckpointerPod,
-    checkpoint, install_checkpointer,
+    checkpoint, install_checkpointer, remove_checkpointer,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{
-    AgentArgs, CheckpointAction, CheckpointArgs, CheckpointInstallArgs, CheckpointerArgs,
-    GlobalArgs, OutputFormat,
+    AgentArgs, CheckpointAction, CheckpointArgs, CheckpointInstallArgs, CheckpointRemoveArgs,
+    CheckpointerArgs, GlobalArgs, OutputFormat,
 };
 use crate::exit::{CliError, Outcome};
 use crate::ui;
@@ -51,6 +52,7 @@ pub fn on_host(host_root: &Path, path: &Path) -> std::path::PathBuf {
 pub async fn run(global: &GlobalArgs, args: &CheckpointArgs) -> Result<Outcome, CliError> {
     match &args.action {
         Some(CheckpointAction::Install(install)) => run_install(global, install).await,
+        Some(CheckpointAction::Remove(remove)) => run_remove(global, remove).await,
         None => run_agent(global, &args.agent).await,
     }
 }
@@ -91,6 +93,29 @@ async fn run_install(
             json,
         )
     }
+}
+
+/// `selfhost checkpoint remove`.
+async fn run_remove(global: &GlobalArgs, args: &CheckpointRemoveArgs) -> Result<Outcome, CliError> {
+    let outcome = remove_checkpointer(
+        &super::cluster::client_args(global),
+        &args.node,
+        &on_host(&args.host_root, &args.manifests_dir),
+        &args.host_root,
+        args.dry_run,
+    )
+    .await?;
+    let message = format!("node {}: {outcome}", args.node);
+    let json = global.output == OutputFormat::Json;
+    if json {
+        ui::json_line(&serde_json::json!({
+            "event": "result",
+            "outcome": "done",
+            "message": message,
+            "checkpointer": outcome,
+        }))?;
+    }
+    super::conclude(Outcome::Done, message, json)
 }
 
 /// Runs the agent until stopped.

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use anyhow::anyhow;
 use selfhost::{
-    ComponentOutcome, ConversionPlan, ConvertRequest, DEFAULT_CONVERT_DEADLINE, Direction,
-    NodeConversion,
+    CHECKPOINTER_GRANT, ComponentOutcome, ConversionPlan, ConvertRequest, DEFAULT_CONVERT_DEADLINE,
+    Direction, NodeConversion,
 };
 
 use crate::args::{ConvertArgs, ConvertDirection, GlobalArgs, NodeArgs, OutputFormat};
@@ -99,7 +99,9 @@ fn request_from(
     Ok(request)
 }
 
-fn render_plan(plan: &ConversionPlan) -> String {
+/// The plan in words; `checkpointer`: whether the checkpointer is installed first (to
+/// self-hosted) or removed at the end (to static pods).
+fn render_plan(plan: &ConversionPlan, checkpointer: bool) -> String {
     let rows: Vec<Vec<String>> = plan
         .components
         .iter()
@@ -137,6 +139,20 @@ fn render_plan(plan: &ConversionPlan) -> String {
              on a single node the API is down for that one pod start (measured and printed). \
              The DaemonSet pod then serves beside it before it stops.\n",
         );
+    }
+    if checkpointer {
+        let node = &plan.node;
+        text.push_str(&match plan.direction {
+            Direction::ToSelfHosted => format!(
+                "\nThe checkpointer is installed first: node {node} is granted read access to \
+                 kube-system Leases and delete of the leader Leases (Role and RoleBinding \
+                 kube-system/{CHECKPOINTER_GRANT}), then its static pod is written.\n"
+            ),
+            Direction::ToStatic => format!(
+                "\nOnce every component is static, the checkpointer is removed with its \
+                 checkpoints, and node {node}'s access to kube-system Leases is revoked.\n"
+            ),
+        });
     }
     text.push_str(&format!("\nChecked against {}.\n", plan.config_source));
     let disagreeing: Vec<_> = plan
@@ -200,7 +216,11 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
     if json {
         ui::json_line(&serde_json::json!({"event": "plan", "plan": plan}))?;
     } else {
-        ui::say(render_plan(&plan));
+        let checkpointer = match direction {
+            Direction::ToSelfHosted => request.checkpointer.is_some(),
+            Direction::ToStatic => request.checkpointer_pending(),
+        };
+        ui::say(render_plan(&plan, checkpointer));
     }
     let refusals = plan.refusals();
     if !refusals.is_empty() {

@@ -395,6 +395,16 @@ async fn a_checkpointer_that_does_not_run_refuses_the_conversion_and_is_taken_aw
     }
     assert_eq!(files(&dir), MANIFESTS, "kubeadm's manifests only");
     assert_eq!(leftovers(&sim).await, (vec![], vec![]));
+    let grant: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(sim.client(), "kube-system");
+    assert!(
+        grant
+            .get_opt("selfhost:checkpointer")
+            .await
+            .expect("read")
+            .is_none(),
+        "the node's access this run granted is taken away again"
+    );
     let pods: Api<Pod> = Api::namespaced(sim.client(), "kube-system");
     let mirror = "selfhost-checkpointer-cp-1";
     crate::checkpointed::until(

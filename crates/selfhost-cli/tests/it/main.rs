@@ -3,6 +3,7 @@
 
 mod campaign;
 mod checkpoint;
+mod checkpoint_grant;
 mod checkpointed;
 mod convert;
 mod demo;

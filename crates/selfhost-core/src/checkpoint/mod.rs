@@ -55,6 +55,7 @@
 
 mod checkpointer_pod;
 mod decide;
+pub mod grant;
 mod leases;
 mod local_endpoint;
 mod observation;

@@ -10,6 +10,7 @@
 //! between rounds; an agent restarted anywhere carries on.
 
 mod disk;
+pub mod grant;
 pub mod install;
 mod leases;
 mod local;

@@ -1,6 +1,7 @@
 //! The checkpointer of a node being converted: to self-hosted, installed before the first
 //! component (each static manifest then moves aside only once it keeps the DaemonSet pod that
 //! replaces it); to static pods, removed with its checkpoints once every component is back.
+//! Its node's read access to the Leases of kube-system comes and goes with it.
 
 use selfhost_core::conversion::decide::Direction;
 
@@ -25,17 +26,24 @@ pub(super) async fn prepare(
 }
 
 /// To static pods, once every component is back: removes the checkpointer with its
-/// checkpoints (an old checkpoint must never start beside kubeadm's static pods).
-pub(super) fn finish(
+/// checkpoints (an old checkpoint must never start beside kubeadm's static pods) and takes the
+/// node's access to the Leases of kube-system away.
+pub(super) async fn finish(
+    clients: &Clients,
     request: &ConvertRequest,
     dry_run: bool,
 ) -> Result<Option<CheckpointerOutcome>, ConvertError> {
     Ok(match request.direction {
-        Direction::ToStatic => Some(install::remove(
-            &request.manifests_dir,
-            &request.host_root,
-            dry_run,
-        )?),
+        Direction::ToStatic => Some(
+            install::remove(
+                &clients.api,
+                &request.node,
+                &request.manifests_dir,
+                &request.host_root,
+                dry_run,
+            )
+            .await?,
+        ),
         Direction::ToSelfHosted => None,
     })
 }

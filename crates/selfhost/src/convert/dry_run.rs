@@ -69,7 +69,7 @@ pub(super) async fn walk(
             return Ok(report);
         }
     }
-    if let Some(removal) = super::checkpointer::finish(request, true)? {
+    if let Some(removal) = super::checkpointer::finish(clients, request, true).await? {
         report.checkpointer = Some(removal);
     }
     Ok(report)

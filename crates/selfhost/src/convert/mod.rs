@@ -32,7 +32,7 @@ pub use preflight::{ComponentPlan, ConversionPlan, plan, secrets_to_read};
 pub use run::convert;
 
 use crate::api_call::ApiCallError;
-use crate::checkpoint::install::{CheckpointerInstall, CheckpointerOutcome};
+use crate::checkpoint::install::{CheckpointerInstall, CheckpointerOutcome, InstallError};
 use crate::cluster_view::ViewTimeout;
 use crate::node_files::FilesError;
 use crate::outcome::ComponentOutcome;
@@ -158,6 +158,10 @@ pub enum ConvertError {
     /// The node's files are missing or unusable (nothing was changed when preflight says so).
     #[error(transparent)]
     Files(#[from] FilesError),
+    /// The checkpointer could not be installed or removed: its files, or its node's access to
+    /// the Leases of kube-system.
+    #[error(transparent)]
+    Checkpointer(Box<InstallError>),
     /// No node of that name.
     #[error(
         "the cluster has no node named {0:?}; pass --node with this host's node name (kubectl get nodes)"
@@ -190,9 +194,18 @@ pub enum ConvertError {
 impl ConvertError {
     /// Whether the error is the user's input (exit 2) rather than the cluster's state.
     pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
-            ConvertError::Files(_) | ConvertError::UnknownNode(_) | ConvertError::Conversion(_)
-        )
+        match self {
+            ConvertError::Files(_) | ConvertError::UnknownNode(_) | ConvertError::Conversion(_) => {
+                true
+            }
+            ConvertError::Checkpointer(e) => matches!(**e, InstallError::Files(_)),
+            _ => false,
+        }
+    }
+}
+
+impl From<InstallError> for ConvertError {
+    fn from(cause: InstallError) -> Self {
+        ConvertError::Checkpointer(Box::new(cause))
     }
 }

@@ -106,7 +106,7 @@ pub async fn convert(
             return Ok(report);
         }
     }
-    if let Some(outcome) = super::checkpointer::finish(request, false)? {
+    if let Some(outcome) = super::checkpointer::finish(clients, request, false).await? {
         report.checkpointer = Some(outcome);
     }
     Ok(report)

@@ -136,6 +136,31 @@ async fn rbac_convert_without_each_of_its_rules_refuses_naming_it() {
             &[],
             &[r#"get on configmaps "kubeadm-config" in namespace kube-system"#],
         ),
+        // The checkpointer's grant: its Role and RoleBinding, and what the Role grants.
+        (
+            Cut::Rule("Role", CONVERTER, 3),
+            "to-self-hosted",
+            &[],
+            &[
+                "create on roles.rbac.authorization.k8s.io in namespace kube-system",
+                "create on rolebindings.rbac.authorization.k8s.io in namespace kube-system",
+            ],
+        ),
+        (
+            Cut::Rule("Role", CONVERTER, 4),
+            "to-static",
+            &[],
+            &[
+                r#"update on rolebindings.rbac.authorization.k8s.io "selfhost:checkpointer" in namespace kube-system"#,
+                r#"delete on roles.rbac.authorization.k8s.io "selfhost:checkpointer" in namespace kube-system"#,
+            ],
+        ),
+        (
+            Cut::Rule("Role", CONVERTER, 5),
+            "to-self-hosted",
+            &[],
+            &["get on leases.coordination.k8s.io in namespace kube-system"],
+        ),
     ];
     for (cut_away, direction, extra, needed) in cases {
         let (sim, _dir, kubeconfig) = static_cluster_as(&cut(manifest(), *cut_away)).await;
