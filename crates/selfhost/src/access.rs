@@ -14,9 +14,7 @@ use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::Api;
 use kube::api::PostParams;
 use selfhost_core::Component;
-use selfhost_core::checkpoint::grant::{
-    GRANT_NAME, LEASES_GROUP, RBAC_GROUP, READ_VERBS, leader_leases,
-};
+use selfhost_core::checkpoint::grant::{GRANT_NAME, LEASES_GROUP, RBAC_GROUP, READ_VERBS};
 use selfhost_core::config::CONFIGMAP_NAME;
 use selfhost_core::daemonset::{certificate_secrets, kubeconfig_secrets};
 
@@ -139,7 +137,7 @@ pub fn convert(node: &str, certs_in_secrets: bool, secrets_read: &[String]) -> V
 /// (checkpoint/grant.rs), and taking it away again when the checkpointer this run wrote does
 /// not run: the Role and RoleBinding `selfhost:checkpointer`, created, or read and replaced;
 /// and what the Role grants, which Kubernetes lets only a holder grant (RBAC's escalation
-/// check): get, list and watch on Leases in kube-system and delete on the leader Leases.
+/// check): get, list and watch on Leases in kube-system.
 pub fn checkpointer_grant() -> Vec<Permission> {
     let mut needs = Vec::new();
     for resource in ["roles", "rolebindings"] {
@@ -150,9 +148,6 @@ pub fn checkpointer_grant() -> Vec<Permission> {
     }
     for verb in READ_VERBS {
         needs.push(Permission::in_kube_system(verb, LEASES_GROUP, "leases"));
-    }
-    for lease in leader_leases() {
-        needs.push(Permission::in_kube_system("delete", LEASES_GROUP, "leases").named(&lease));
     }
     needs
 }

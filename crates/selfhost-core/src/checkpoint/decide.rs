@@ -53,7 +53,6 @@ pub fn next_step(
         Located::HolderGone { lease } => CheckpointStep::HandOver {
             lease: lease.name.clone(),
             holder: lease.holder().unwrap_or_default().to_string(),
-            uid: lease.uid.clone(),
             resource_version: lease.resource_version.clone().unwrap_or_default(),
         },
         Located::Unserved { pod: None } => wait(

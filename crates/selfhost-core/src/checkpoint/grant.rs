@@ -1,5 +1,5 @@
 //! What the checkpointer may do beyond what its node's credentials already allow: read the
-//! Leases of kube-system and delete the leader Leases.
+//! Leases of kube-system.
 //!
 //! The checkpointer reaches the API with the kubelet's credentials (user `system:node:<node>`,
 //! group `system:nodes`). The Node authorizer has no opinion on Leases outside
@@ -9,10 +9,10 @@
 //! of every node that runs the checkpointer: installing the checkpointer adds its node's
 //! subject, removing it takes that subject away again.
 //!
-//! RBAC is not the last word on writes: the NodeRestriction admission plugin (kubeadm enables
-//! it) refuses any write of a node to a Lease outside `kube-node-lease`, a delete included.
-//! Reads pass no admission, so the read rule holds everywhere; the delete rule takes effect
-//! only where that plugin does not run.
+//! Reads only: the NodeRestriction admission plugin (kubeadm enables it) refuses any write of a
+//! node to a Lease outside `kube-node-lease`, whatever RBAC allows. A leader Lease is released
+//! with the credentials of the component that holds it instead (`leader_release.rs`), which
+//! Kubernetes' own roles let update its Lease.
 //!
 //! Everything here is pure: the objects as rendered, and the subjects after adding or removing
 //! a node, whatever other subjects an operator bound meanwhile.
@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::component::{Component, MANAGED_BY, MANAGED_BY_LABEL, NAMESPACE};
+use crate::component::{MANAGED_BY, MANAGED_BY_LABEL, NAMESPACE};
 
 /// The name of the Role and of the RoleBinding, both in kube-system.
 pub const GRANT_NAME: &str = "selfhost:checkpointer";
@@ -38,36 +38,16 @@ pub fn node_user(node: &str) -> String {
     format!("system:node:{node}")
 }
 
-/// The leader Leases the checkpointer may delete: those of the components that elect a
-/// leader (the controller-manager's and the scheduler's).
-pub fn leader_leases() -> Vec<String> {
-    Component::ALL
-        .into_iter()
-        .filter_map(Component::leader_lease_name)
-        .map(str::to_string)
-        .collect()
-}
-
-/// The Role's two rules: read every Lease of kube-system (the identity Leases are named after
-/// a hash of each apiserver's host, so no names can be given), and delete the leader Leases
-/// only.
+/// The Role's one rule: read every Lease of kube-system (the identity Leases are named after a
+/// hash of each apiserver's host, so no names can be given).
 pub fn grant_rules() -> Vec<PolicyRule> {
     let strings = |items: &[&str]| items.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
-    vec![
-        PolicyRule {
-            api_groups: Some(strings(&[LEASES_GROUP])),
-            resources: Some(strings(&["leases"])),
-            verbs: strings(&READ_VERBS),
-            ..PolicyRule::default()
-        },
-        PolicyRule {
-            api_groups: Some(strings(&[LEASES_GROUP])),
-            resources: Some(strings(&["leases"])),
-            resource_names: Some(leader_leases()),
-            verbs: strings(&["delete"]),
-            ..PolicyRule::default()
-        },
-    ]
+    vec![PolicyRule {
+        api_groups: Some(strings(&[LEASES_GROUP])),
+        resources: Some(strings(&["leases"])),
+        verbs: strings(&READ_VERBS),
+        ..PolicyRule::default()
+    }]
 }
 
 /// Metadata of both objects: their name in kube-system, labelled as everything selfhost
@@ -236,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn the_role_reads_every_lease_and_deletes_only_the_leader_leases() {
+    fn the_role_reads_every_lease_and_writes_none() {
         let role = grant_role();
         assert_eq!(role.metadata.name.as_deref(), Some(GRANT_NAME));
         assert_eq!(role.metadata.namespace.as_deref(), Some("kube-system"));
@@ -245,7 +225,11 @@ mod tests {
             Some(&"selfhost".to_string())
         );
         let rules = role.rules.unwrap();
-        assert_eq!(rules.len(), 2);
+        assert_eq!(
+            rules.len(),
+            1,
+            "NodeRestriction refuses a node's Lease writes anyway"
+        );
         let read = &rules[0];
         assert_eq!(read.verbs, ["get", "list", "watch"]);
         assert_eq!(read.api_groups.as_deref(), Some(&[LEASES_GROUP.into()][..]));
@@ -253,13 +237,6 @@ mod tests {
         assert_eq!(
             read.resource_names, None,
             "identity Leases have no fixed names"
-        );
-        let delete = &rules[1];
-        assert_eq!(delete.verbs, ["delete"]);
-        assert_eq!(delete.resources.as_deref(), Some(&["leases".into()][..]));
-        assert_eq!(
-            delete.resource_names.as_deref(),
-            Some(&["kube-controller-manager".into(), "kube-scheduler".into()][..])
         );
     }
 

@@ -13,9 +13,8 @@
 //!
 //! A stopped controller-manager or scheduler does not release its leader Lease; a standby
 //! waits the whole lease duration (15 s) before taking it over. When a copy is retired while
-//! it leads, the Lease is handed over as the upgrade engine does: deleted, with its
-//! resourceVersion as precondition, once its holder's host is this node and no process of
-//! the component that may hold it runs here any more — every one has stopped, or started
+//! it leads, the Lease is released (`leader_release.rs`) once its holder's host is this node
+//! and no process of the component that may hold it runs here any more — every one has stopped, or started
 //! after the Lease was acquired. A retired copy's process is known stopped once its mirror
 //! pod is gone: the kubelet removes a static pod's mirror only after its containers have
 //! stopped, and a copy is retired only once its mirror pod was seen.

@@ -56,6 +56,7 @@
 mod checkpointer_pod;
 mod decide;
 pub mod grant;
+mod leader_release;
 mod leases;
 mod local_endpoint;
 mod observation;
@@ -72,6 +73,7 @@ pub use checkpointer_pod::{
     CheckpointerPod, KUBELET_KUBECONFIG, is_checkpointer,
 };
 pub use decide::{decide, next_step, phase};
+pub use leader_release::{kubeconfig_on_host, released};
 pub use leases::{gone_leader, serving_since};
 pub use local_endpoint::{LocalEndpoint, local_endpoint};
 pub use observation::{

@@ -33,17 +33,15 @@ pub enum CheckpointStep {
         /// The copy's DaemonSet revision.
         revision: String,
     },
-    /// Delete the leader Lease whose holder ran on this node and has stopped, on condition
-    /// that it is still the one read, so that a standby takes it at its next retry instead of
-    /// after the lease duration.
+    /// Release the leader Lease whose holder ran on this node and has stopped (write it back
+    /// with an empty holder, on condition that it is still the one read), so that a standby
+    /// takes it at its next retry instead of after the lease duration.
     HandOver {
         /// The Lease's name.
         lease: String,
         /// Its holder identity.
         holder: String,
-        /// Its uid, a precondition of the delete.
-        uid: Option<String>,
-        /// Its resourceVersion, a precondition of the delete.
+        /// Its resourceVersion as read: the release's precondition.
         resource_version: String,
     },
     /// Nothing to do until the observation changes, or until `recheck_at`.
@@ -102,7 +100,7 @@ impl fmt::Display for CheckpointStep {
             ),
             CheckpointStep::HandOver { lease, holder, .. } => write!(
                 f,
-                "hand the Lease {lease} over: its holder {holder} ran on this node and has stopped"
+                "release the Lease {lease}: its holder {holder} ran on this node and has stopped"
             ),
             CheckpointStep::Wait { reason, .. } => write!(f, "wait: {reason}"),
             CheckpointStep::Nothing { summary } => f.write_str(summary),

@@ -1,29 +1,31 @@
-//! The kube-system Leases as the agent's decisions read them, and the hand-over of a leader
+//! The kube-system Leases as the agent's decisions read them, and the release of a leader
 //! Lease whose holder stopped on this node.
 //!
 //! The agent reads with the node's credentials; `checkpoint install` grants the node read
-//! access to the Leases in kube-system and the deletion of the two leader Leases. Without the
-//! grant the list is refused, the agent says so once, and decides as without Leases.
+//! access to the Leases in kube-system. Without the grant the list is refused, the agent says
+//! so once, and decides as without Leases. A release is written with the component's own
+//! credentials (see `selfhost_core::checkpoint::released`).
 
 use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
+use std::path::Path;
+
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use selfhost_core::Component;
-use selfhost_core::checkpoint::NodeLeases;
+use selfhost_core::checkpoint::{NodeLeases, kubeconfig_on_host, released};
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
 use selfhost_core::observation::{LeaderLease, NodeObservation};
-use selfhost_core::pivot::Step;
 
-use crate::api_call::ApiCallError;
-use crate::api_write::{Applied, perform};
+use super::{CheckpointError, NodeDisk};
+use crate::api_write::FIELD_MANAGER;
 use crate::client::Clients;
 use crate::identity::LeaseWatch;
-use crate::retry::RetryPolicy;
 
 /// Reads the Leases every round, and keeps a watch of them for the identity holders a list
 /// alone would miss (two processes of a host taking one Lease over from each other).
@@ -86,36 +88,57 @@ impl LeaseReader {
     }
 }
 
-/// Deletes the leader Lease `lease` on condition that it is still as read, as the upgrade
-/// engine hands one over; a Lease changed or gone since needs nothing more.
-pub(super) async fn hand_over(
-    clients: &Clients,
+/// Releases the leader Lease `lease` of `component`, still held by `holder` at
+/// `resource_version`, with the component's own kubeconfig as its checkpoint names it: written
+/// back with an empty holder, on condition that it is still as read. A Lease changed or gone
+/// since needs nothing more.
+pub(super) async fn release(
+    disk: &NodeDisk,
+    host_root: &Path,
+    component: Component,
     lease: &str,
-    holder: &str,
-    uid: Option<&String>,
     resource_version: &str,
-) -> Result<(), ApiCallError> {
-    let step = Step::HandOverLease {
-        lease: lease.to_string(),
-        uid: uid.cloned(),
-        resource_version: resource_version.to_string(),
-        holder: holder.to_string(),
-        why: "its holder ran on this node and has stopped".to_string(),
+) -> Result<(), CheckpointError> {
+    let fail = |why: String| CheckpointError::Pod(format!("releasing Lease {lease}: {why}"));
+    let kept = disk
+        .checkpoint_pod(component)
+        .ok_or_else(|| fail("no checkpoint names the component's kubeconfig".into()))?;
+    let path = kept
+        .spec
+        .as_ref()
+        .and_then(kubeconfig_on_host)
+        .ok_or_else(|| fail("the checkpoint names no kubeconfig on a host path".into()))?;
+    let file = host_root.join(path.trim_start_matches('/'));
+    let kubeconfig = Kubeconfig::read_from(&file)
+        .map_err(|e| fail(format!("reading {}: {e}", file.display())))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| fail(format!("{}: {e}", file.display())))?;
+    let client =
+        kube::Client::try_from(config).map_err(|e| fail(format!("{}: {e}", file.display())))?;
+    let leases: Api<Lease> = Api::namespaced(client, NAMESPACE);
+    let current = match leases.get_opt(lease).await {
+        Ok(Some(current)) => current,
+        Ok(None) => return Ok(()),
+        Err(e) => return Err(fail(e.to_string())),
     };
-    match perform(
-        &clients.api,
-        &step,
-        |_| None,
-        &RetryPolicy::default(),
-        false,
-    )
-    .await
+    if current.metadata.resource_version.as_deref() != Some(resource_version) {
+        tracing::info!(%lease, "the Lease changed before its release: nothing to do");
+        return Ok(());
+    }
+    let params = PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.into()),
+    };
+    match leases
+        .replace(lease, &params, &released(&current, Timestamp::now()))
+        .await
     {
-        Some(Ok(Applied::Superseded { why })) => {
-            tracing::info!(%lease, %why, "the Lease changed before the hand-over: nothing to do");
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
+            tracing::info!(%lease, "the Lease changed before its release: nothing to do");
             Ok(())
         }
-        Some(Err(e)) => Err(e),
-        Some(Ok(_)) | None => Ok(()),
+        Err(e) => Err(fail(e.to_string())),
     }
 }

@@ -336,10 +336,11 @@ async fn act(
         CheckpointStep::Retire { .. } => disk.retire(component)?,
         CheckpointStep::HandOver {
             lease,
-            holder,
-            uid,
             resource_version,
-        } => leases::hand_over(clients, lease, holder, uid.as_ref(), resource_version).await?,
+            ..
+        } => {
+            leases::release(disk, &options.host_root, component, lease, resource_version).await?;
+        }
         CheckpointStep::Wait { .. } | CheckpointStep::Nothing { .. } => {}
     }
     Ok(())
