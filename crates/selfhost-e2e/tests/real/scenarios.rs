@@ -430,6 +430,15 @@ pub async fn power_cut_comes_back(bed: &mut TestBed) {
         retired.as_secs_f64(),
         power_on.elapsed().as_secs_f64()
     );
+    // What the checkpointers made of the Leases: releases of stopped leaders, or why they
+    // could not read them.
+    let log = checkpointer_log(bed);
+    for line in log
+        .lines()
+        .filter(|l| l.contains("release the Lease") || l.contains("kube-system Leases"))
+    {
+        eprintln!("checkpointer: {line}");
+    }
 }
 
 /// Whether the process `pid` that started at `start_ticks` (clock ticks since boot) still runs:
