@@ -179,9 +179,9 @@ pub enum CheckpointAction {
     Remove(CheckpointRemoveArgs),
 }
 
-/// Arguments of `selfhost checkpoint remove`.
+/// The node a checkpointer is installed on or removed from, and where its files are.
 #[derive(Debug, Args)]
-pub struct CheckpointRemoveArgs {
+pub struct CheckpointNodeArgs {
     /// This node's name in the cluster.
     #[arg(long)]
     pub node: String,
@@ -191,6 +191,14 @@ pub struct CheckpointRemoveArgs {
     /// Where the node's root filesystem is, when selfhost runs outside it.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub host_root: PathBuf,
+}
+
+/// Arguments of `selfhost checkpoint remove`.
+#[derive(Debug, Args)]
+pub struct CheckpointRemoveArgs {
+    /// The node and its files.
+    #[command(flatten)]
+    pub on: CheckpointNodeArgs,
     /// Say what would be removed, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -199,15 +207,9 @@ pub struct CheckpointRemoveArgs {
 /// Arguments of `selfhost checkpoint install`.
 #[derive(Debug, Args)]
 pub struct CheckpointInstallArgs {
-    /// This node's name in the cluster.
-    #[arg(long)]
-    pub node: String,
-    /// The kubelet's static pod directory on this node, as the node sees it.
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_MANIFESTS_DIR)]
-    pub manifests_dir: PathBuf,
-    /// Where the node's root filesystem is, when selfhost runs outside it.
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    pub host_root: PathBuf,
+    /// The node and its files.
+    #[command(flatten)]
+    pub on: CheckpointNodeArgs,
     /// Its image and kubeconfig.
     #[command(flatten)]
     pub checkpointer: CheckpointerArgs,

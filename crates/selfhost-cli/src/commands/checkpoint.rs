@@ -63,15 +63,15 @@ async fn run_install(
     args: &CheckpointInstallArgs,
 ) -> Result<Outcome, CliError> {
     let mut request = install_request(
-        &args.node,
-        &args.manifests_dir,
-        &args.host_root,
+        &args.on.node,
+        &args.on.manifests_dir,
+        &args.on.host_root,
         &args.checkpointer,
     );
     request.patience = args.timeout;
     let outcome =
         install_checkpointer(&super::cluster::client_args(global), &request, args.dry_run).await?;
-    let message = format!("node {}: {outcome}", args.node);
+    let message = format!("node {}: {outcome}", args.on.node);
     let json = global.output == OutputFormat::Json;
     if json {
         ui::json_line(&serde_json::json!({
@@ -99,13 +99,13 @@ async fn run_install(
 async fn run_remove(global: &GlobalArgs, args: &CheckpointRemoveArgs) -> Result<Outcome, CliError> {
     let outcome = remove_checkpointer(
         &super::cluster::client_args(global),
-        &args.node,
-        &on_host(&args.host_root, &args.manifests_dir),
-        &args.host_root,
+        &args.on.node,
+        &on_host(&args.on.host_root, &args.on.manifests_dir),
+        &args.on.host_root,
         args.dry_run,
     )
     .await?;
-    let message = format!("node {}: {outcome}", args.node);
+    let message = format!("node {}: {outcome}", args.on.node);
     let json = global.output == OutputFormat::Json;
     if json {
         ui::json_line(&serde_json::json!({
