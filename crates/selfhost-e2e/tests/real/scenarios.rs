@@ -435,7 +435,7 @@ pub async fn power_cut_comes_back(bed: &mut TestBed) {
     let log = checkpointer_log(bed);
     for line in log
         .lines()
-        .filter(|l| l.contains("release the Lease") || l.contains("kube-system Leases"))
+        .filter(|l| l.contains("release the Lease") || l.contains("may not read the kube-system"))
     {
         eprintln!("checkpointer: {line}");
     }

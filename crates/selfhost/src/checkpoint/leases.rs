@@ -52,12 +52,21 @@ impl LeaseReader {
             Err(e) => {
                 let why = e.to_string();
                 if self.refused.as_deref() != Some(why.as_str()) {
-                    tracing::warn!(
-                        error = %why,
-                        "reading the kube-system Leases failed: a Ready kube-apiserver counts as \
-                         serving and no leader Lease is handed over (`selfhost checkpoint \
-                         install` grants this node the access)"
-                    );
+                    let forbidden = matches!(&e, kube::Error::Api(s) if s.code == 403);
+                    if forbidden {
+                        tracing::warn!(
+                            error = %why,
+                            "this node may not read the kube-system Leases: a Ready \
+                             kube-apiserver counts as serving and no leader Lease is released \
+                             (`selfhost checkpoint install` grants the access; a kube-apiserver \
+                             that just started refuses until its authorizer has synced)"
+                        );
+                    } else {
+                        tracing::info!(
+                            error = %why,
+                            "reading the kube-system Leases failed: this round decides without them"
+                        );
+                    }
                     self.refused = Some(why);
                 }
                 return None;
