@@ -384,10 +384,16 @@ mod tests {
             r#"delete on roles.rbac.authorization.k8s.io "selfhost:checkpointer" in namespace kube-system"#,
             "get on leases.coordination.k8s.io in namespace kube-system",
             "watch on leases.coordination.k8s.io in namespace kube-system",
-            r#"delete on leases.coordination.k8s.io "kube-scheduler" in namespace kube-system"#,
         ] {
             assert!(grant.iter().any(|p| p == needed), "{needed} in {grant:?}");
         }
+        assert!(
+            checkpointer_grant()
+                .iter()
+                .filter(|p| p.resource == "leases")
+                .all(|p| READ_VERBS.contains(&p.verb.as_str())),
+            "the grant reads Leases and writes none: {grant:?}"
+        );
         assert!(
             checkpointer_grant()
                 .iter()
