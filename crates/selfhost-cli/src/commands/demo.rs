@@ -213,13 +213,16 @@ fn since(mut report: ProbeReport, from: Instant) -> ProbeReport {
     report
 }
 
-/// Request counters before a run: all requests, and the prober's.
+/// Every request the API has served, and those of clients other than the upgrading one: the
+/// prober's, and the node agents' (each node's checkpointer reads its node every interval).
 fn counters(cluster: &SimCluster) -> (u64, u64) {
     let metrics = cluster.metrics();
-    (metrics.total(), metrics.requests_from(PROBER_USER_AGENT))
+    let others = metrics.requests_from(PROBER_USER_AGENT)
+        + metrics.requests_from(selfhost::CHECKPOINTER_USER_AGENT);
+    (metrics.total(), others)
 }
 
-/// Requests since `before` that were not the prober's.
+/// Requests since `before` that were neither the prober's nor the node agents'.
 fn requests_since(cluster: &SimCluster, before: (u64, u64)) -> u64 {
     let (total, prober) = counters(cluster);
     total.saturating_sub(before.0) - prober.saturating_sub(before.1).min(total - before.0)
