@@ -65,6 +65,9 @@ pub enum Command {
     /// Bring back a self-hosted control plane that is gone with no checkpoint: read it from
     /// etcd and start it on this node as static pods.
     Recover(RecoverArgs),
+    /// Pass this node's API port to its kube-apiservers whose /readyz passes, TLS untouched
+    /// (a node agent, run by the kubelet as a static pod).
+    Front(FrontArgs),
     /// Run a simulated cluster in the foreground and write a kubeconfig for it.
     #[command(disable_version_flag = true)]
     Sim(SimArgs),
@@ -219,6 +222,34 @@ pub struct CheckpointInstallArgs {
     /// How long the kubelet may take to start it (an image pull included).
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = period)]
     pub timeout: Duration,
+}
+
+/// Arguments of `selfhost front`.
+#[derive(Debug, Args)]
+pub struct FrontArgs {
+    /// The node's API address and port, e.g. 0.0.0.0:6443.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+    /// A kube-apiserver of this node on its own loopback port, e.g. 127.0.0.1:6444 (repeat
+    /// for each: the DaemonSet's and the backup's).
+    #[arg(long = "backend", value_name = "ADDR:PORT")]
+    pub backends: Vec<std::net::SocketAddr>,
+    /// The cluster CA the kube-apiservers' serving certificates are verified against (PEM).
+    #[arg(long, value_name = "PATH", default_value = selfhost::DEFAULT_FRONT_CA_FILE)]
+    pub ca_file: PathBuf,
+    /// The name the backends' certificates are verified for (default: each backend's IP
+    /// address; kube-apiserver's certificate has 127.0.0.1).
+    #[arg(long, value_name = "NAME")]
+    pub check_server_name: Option<String>,
+    /// How often each backend's /readyz is checked.
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = period)]
+    pub check_interval: Duration,
+    /// How long a new connection waits for a healthy backend before it is closed.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = period)]
+    pub hold: Duration,
+    /// On SIGTERM, how long open connections may take to finish before they are cut.
+    #[arg(long, value_name = "DURATION", default_value = "25s", value_parser = period)]
+    pub drain_timeout: Duration,
 }
 
 /// The agent's options.

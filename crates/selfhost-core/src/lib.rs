@@ -13,6 +13,7 @@ pub mod conversion;
 pub mod daemonset;
 pub mod disruption;
 pub mod etcd;
+pub mod front;
 pub mod live_target;
 pub mod observation;
 pub mod pivot;

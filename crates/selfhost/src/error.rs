@@ -6,6 +6,7 @@ use crate::client::ClientError;
 use crate::config_file::ConfigFileError;
 use crate::connect::ConnectError;
 use crate::convert::ConvertError;
+use crate::front::FrontError;
 use crate::manifests::ManifestsError;
 use crate::node_files::FilesError;
 use crate::plan::PlanError;
@@ -65,13 +66,16 @@ pub enum Error {
     /// node's access to the Leases of kube-system.
     #[error(transparent)]
     Checkpointer(Box<InstallError>),
+    /// The node-local API front cannot start.
+    #[error(transparent)]
+    Front(Box<FrontError>),
 }
 
 impl Error {
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Kubeconfig(_) | Error::ConfigFile(_) | Error::Manifests(_) => {
+            Error::Kubeconfig(_) | Error::ConfigFile(_) | Error::Manifests(_) | Error::Front(_) => {
                 ErrorKind::BadInput
             }
             Error::Connect(e) if e.is_bad_input() => ErrorKind::BadInput,
@@ -120,6 +124,7 @@ caused_by! {
     ManifestsError => Manifests,
     RecoverError => Recover,
     InstallError => Checkpointer,
+    FrontError => Front,
 }
 
 impl From<FilesError> for Error {

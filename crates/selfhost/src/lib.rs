@@ -7,6 +7,8 @@
 //! - [`NodeConversion::connect`] for converting a node, then [`NodeConversion::plan`] and
 //!   [`NodeConversion::run`];
 //! - [`manifests`] and [`read_config_file`], which need no cluster;
+//! - [`Front::bind`] and [`Front::run`]: the node-local API front, which needs no cluster
+//!   either;
 //! - one root [`Error`], whose [`Error::kind`] says what kind of failure it is;
 //! - [`report`]: a run's events, measured disruption and recording, for reports.
 //!
@@ -26,6 +28,7 @@ mod convert;
 mod driver;
 mod error;
 mod events;
+mod front;
 mod health;
 mod identity;
 mod manifests;
@@ -66,6 +69,12 @@ pub use convert::{
 };
 pub use error::{Error, ErrorKind};
 pub use events::{EVENTS_SCHEMA, Event, Events, Stamped};
+pub use front::{
+    DEFAULT_CA_FILE as DEFAULT_FRONT_CA_FILE,
+    DEFAULT_CHECK_INTERVAL as DEFAULT_FRONT_CHECK_INTERVAL,
+    DEFAULT_CHECK_TIMEOUT as DEFAULT_FRONT_CHECK_TIMEOUT, DEFAULT_DRAIN as DEFAULT_FRONT_DRAIN,
+    DEFAULT_HOLD as DEFAULT_FRONT_HOLD, Front, FrontError, FrontEvent, FrontOptions, FrontStopped,
+};
 pub use health::{Health, readyz, server_version};
 pub use manifests::{ManifestEncoding, ManifestForm, ManifestsError};
 pub use node_conversion::NodeConversion;

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod config_file;
 pub mod convert;
 pub mod demo;
+pub mod front;
 pub mod manifests;
 pub mod plan;
 pub mod prepull;

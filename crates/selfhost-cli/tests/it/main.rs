@@ -7,6 +7,7 @@ mod checkpoint_grant;
 mod checkpointed;
 mod convert;
 mod demo;
+mod front;
 mod hostile;
 mod kubectl_apply;
 mod layout;

@@ -396,6 +396,11 @@ impl SimServer {
         &self.endpoint.server
     }
 
+    /// The PEM of the CA that signed the serving certificate, in TLS mode.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.endpoint.ca_pem.as_deref()
+    }
+
     /// The address the server listens on (the same across restarts).
     pub fn address(&self) -> SocketAddr {
         self.core.addr

@@ -5,6 +5,7 @@ mod backup_removal;
 mod campaign_regressions;
 mod client;
 mod convert;
+mod front;
 mod handover;
 mod held_rollout;
 mod live_templates;

@@ -1,0 +1,18 @@
+//! The node-local API front's decisions: which of a node's kube-apiservers is healthy, from its
+//! `/readyz` checks, and which one takes a new connection.
+//!
+//! The front (`selfhost front`) listens on the node's API port and passes each connection,
+//! TLS untouched, to a kube-apiserver of the node listening on a loopback port. A backend
+//! becomes healthy after a number of passing checks in a row and unhealthy at its first
+//! failure: a kube-apiserver told to stop fails `/readyz` for its shutdown delay while it
+//! still serves its open connections, and from that moment it must get no new ones. Every
+//! change of state is returned as an [`Event`], so the engine says each once.
+
+mod health;
+mod pool;
+
+pub use health::{BackendHealth, Check, HealthPolicy, Transition};
+pub use pool::{Event, Pool};
+
+#[cfg(test)]
+mod tests;
