@@ -162,6 +162,31 @@ async fn passes_requests_through_says_each_change_once_and_drains_on_sigterm() {
         assert_eq!(version.git_version, sim.version());
     }
 
+    // kubectl, an independent client, through the front: the simulator's own kubeconfig (its
+    // CA and token) with the front's address as the server.
+    let kubeconfig = sim.kubeconfig_path().to_path_buf();
+    let server = format!("https://{addr}");
+    let kubectl = tokio::task::spawn_blocking(move || {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--server", &server, "get", "--raw", "/version"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("kubectl runs")
+    })
+    .await
+    .unwrap();
+    assert!(
+        kubectl.status.success(),
+        "kubectl through the front: {}",
+        String::from_utf8_lossy(&kubectl.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&kubectl.stdout).contains(&sim.version()),
+        "kubectl reads the backend's version through the front"
+    );
+
     // The backend fails /readyz: said once, however many checks fail.
     sim.set_health_check_failing("shutdown", true);
     line_with(&lines, &mut seen, "is not ready");
