@@ -1,6 +1,6 @@
 //! Front benchmark: what the node-local API front (`selfhost::Front`) costs against direct
 //! connections to the same backend, a simulated kube-apiserver serving TLS. The front passes
-//! bytes through, so the client's TLS session is with the backend either way.
+//! bytes through, so the client negotiates TLS with the backend either way.
 //!
 //! - **Added latency**: sequential `GET /version`, on one kept-alive connection and with a new
 //!   connection (TCP and TLS handshake) per request, direct and through the front; p50 and p99
