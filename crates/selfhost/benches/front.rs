@@ -76,17 +76,11 @@ struct Client {
 
 impl Client {
     fn new(ca_pem: &str) -> Client {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
-        }
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let ca: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(ca_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .expect("the backend's CA is PEM");
+        let config = selfhost::front_tls_trusting(&ca, std::path::Path::new("the backend's CA"))
+            .expect("a usable CA");
         Client {
             tls: TlsConnector::from(Arc::new(config)),
         }

@@ -74,6 +74,7 @@ pub use front::{
     DEFAULT_CHECK_INTERVAL as DEFAULT_FRONT_CHECK_INTERVAL,
     DEFAULT_CHECK_TIMEOUT as DEFAULT_FRONT_CHECK_TIMEOUT, DEFAULT_DRAIN as DEFAULT_FRONT_DRAIN,
     DEFAULT_HOLD as DEFAULT_FRONT_HOLD, Front, FrontError, FrontEvent, FrontOptions, FrontStopped,
+    trusting as front_tls_trusting,
 };
 pub use health::{Health, readyz, server_version};
 pub use manifests::{ManifestEncoding, ManifestForm, ManifestsError};

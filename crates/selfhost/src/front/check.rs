@@ -56,6 +56,31 @@ pub fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, FrontError> 
     Ok(certs)
 }
 
+/// A TLS client configuration that trusts exactly the CA certificates `ca` (the cluster's, read
+/// from `origin`), as the front's checks and any client of the kube-apiservers behind it verify
+/// them.
+///
+/// # Errors
+/// A certificate is not usable as a trust anchor.
+pub fn trusting(
+    ca: &[CertificateDer<'static>],
+    origin: &Path,
+) -> Result<rustls::ClientConfig, FrontError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in ca {
+        roots.add(cert.clone()).map_err(|e| FrontError::CaNotPem {
+            path: origin.to_path_buf(),
+            detail: format!("a certificate in it is not usable: {e}"),
+        })?;
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth())
+}
+
 impl Checker {
     /// A checker trusting the CA in `ca_file`, verifying `server_name` (else each backend's
     /// IP address), giving up on a check after `timeout`.
@@ -64,19 +89,7 @@ impl Checker {
         server_name: Option<&str>,
         timeout: Duration,
     ) -> Result<Checker, FrontError> {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in read_ca(ca_file)? {
-            roots.add(cert).map_err(|e| FrontError::CaNotPem {
-                path: ca_file.to_path_buf(),
-                detail: format!("a certificate in it is not usable: {e}"),
-            })?;
-        }
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let config = trusting(&read_ca(ca_file)?, ca_file)?;
         let server_name = server_name
             .map(|name| {
                 ServerName::try_from(name.to_string()).map_err(|_| FrontError::ServerName {

@@ -19,6 +19,7 @@ use selfhost_core::front::{HealthPolicy, Pool};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+pub use check::trusting;
 pub use error::FrontError;
 pub use selfhost_core::front::Event as FrontEvent;
 

@@ -64,17 +64,11 @@ async fn bed(hold: Duration) -> Bed {
         heard.lock().unwrap().push(e.clone());
     }));
 
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(bundle.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let ca: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(bundle.as_bytes())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let config =
+        selfhost::front_tls_trusting(&ca, std::path::Path::new("the backends' CAs")).unwrap();
     let bed = Bed {
         a,
         b,
