@@ -8,11 +8,24 @@
 //! still serves its open connections, and from that moment it must get no new ones. Every
 //! change of state is returned as an [`Event`], so the engine says each once.
 
+//!
+//! Where the front and the node's kube-apiservers listen is [`FrontLayout`]; the front's
+//! static pod is [`FrontPod`].
+
 mod health;
+mod layout;
+mod pod;
 mod pool;
 
 pub use health::{BackendHealth, Check, HealthPolicy, Transition};
+pub use layout::{FRONT_ANNOTATION, FrontLayout, LayoutError, bound_address, listening_on};
+pub use pod::{
+    CHECK_SERVER_NAME, CLUSTER_CA_FILE, DEFAULT_SECURE_PORT, FRONT_LABEL, FRONT_MANIFEST,
+    FRONT_NAME, FrontPod, FrontTuning, api_address, is_front,
+};
 pub use pool::{Event, Pool};
 
+#[cfg(test)]
+mod layout_tests;
 #[cfg(test)]
 mod tests;
