@@ -107,6 +107,10 @@ pub use selfhost_core::component::NAMESPACE;
 pub use selfhost_core::config::ClusterConfig;
 pub use selfhost_core::conversion::decide::Direction;
 pub use selfhost_core::disruption::{ApiImpact, ExpectedDisruption};
+pub use selfhost_core::front::{
+    FRONT_ANNOTATION, FRONT_MANIFEST, FRONT_NAME, FrontLayout, FrontPod, FrontTuning,
+    LayoutError as FrontLayoutError,
+};
 pub use selfhost_core::observation::ApiHealth;
 pub use selfhost_core::pivot::{DEFAULT_DEADLINE as DEFAULT_UPGRADE_DEADLINE, PivotOptions};
 pub use selfhost_core::preflight::{Check, Verdict};
@@ -268,4 +272,13 @@ pub mod report {
     pub use crate::measure::{ComponentDisruption, LeaderChange, MeasuredDisruption};
     pub use crate::recording::{Recorded, Recording, markers};
     pub use selfhost_core::report::*;
+}
+
+/// A node's API front's static pod, as `convert to-self-hosted` writes it.
+///
+/// # Errors
+/// The pod cannot be serialised ([`ErrorKind::BadInput`]).
+pub fn front_manifest(pod: &FrontPod) -> Result<String, Error> {
+    selfhost_core::render::to_yaml(&pod.render())
+        .map_err(|e| manifests::ManifestsError::from(e).into())
 }
