@@ -115,8 +115,7 @@ pub struct CheckpointerArgs {
 }
 
 /// Where the checkpointer's image is published, tagged with this release.
-pub const DEFAULT_CHECKPOINTER_IMAGE: &str =
-    concat!("ghcr.io/selfhost-dev/selfhost:v", env!("CARGO_PKG_VERSION"));
+pub const DEFAULT_CHECKPOINTER_IMAGE: &str = selfhost::DEFAULT_IMAGE;
 
 /// Arguments of `selfhost demo`.
 #[derive(Debug, Args)]
@@ -467,6 +466,36 @@ pub struct ToSelfHostedArgs {
     /// by itself after a power cut of every control-plane node.
     #[arg(long)]
     pub no_checkpointer: bool,
+    /// The node's API front, written before the static kube-apiserver leaves.
+    #[command(flatten)]
+    pub front: FrontPlacementArgs,
+    /// Do not put the API front before the node's kube-apiserver: a restart of the
+    /// kube-apiserver on a single node then fails requests, as without selfhost.
+    #[arg(long)]
+    pub no_front: bool,
+}
+
+/// The node's API front as a conversion writes it.
+#[derive(Debug, Args)]
+pub struct FrontPlacementArgs {
+    /// The image of the front (it runs `selfhost front`; any image with the `selfhost` binary
+    /// on its PATH).
+    #[arg(long, value_name = "IMAGE", default_value = selfhost::DEFAULT_IMAGE)]
+    pub front_image: String,
+    /// Where the kube-apiservers listen behind the front: the DaemonSet's and a pivot's
+    /// backup's loopback addresses, on the API port.
+    #[arg(
+        long,
+        value_name = "ADDRESS,ADDRESS",
+        default_value = "127.0.0.1,127.0.0.2",
+        value_parser = front_layout
+    )]
+    pub front_addresses: selfhost::FrontLayout,
+}
+
+/// Parses `--front-addresses`: two distinct addresses of the node's own.
+pub fn front_layout(text: &str) -> Result<selfhost::FrontLayout, String> {
+    selfhost::FrontLayout::parse(text).map_err(|e| format!("invalid --front-addresses: {e}"))
 }
 
 /// What both conversions take.

@@ -65,7 +65,8 @@ pub use connect::ConnectError;
 pub use convert::conversion_view::ConversionView;
 pub use convert::{
     ComponentFigures, ComponentPlan as ComponentConversionPlan, ConversionPlan, ConvertError,
-    ConvertReport, ConvertRequest, DEFAULT_DEADLINE as DEFAULT_CONVERT_DEADLINE, convert,
+    ConvertReport, ConvertRequest, DEFAULT_DEADLINE as DEFAULT_CONVERT_DEADLINE, FrontRequest,
+    convert,
 };
 pub use error::{Error, ErrorKind};
 pub use events::{EVENTS_SCHEMA, Event, Events, Stamped};
@@ -145,6 +146,11 @@ pub fn manifests(
         config, version, form, encoding,
     )?)
 }
+
+/// Where the image with the `selfhost` binary is published, tagged with this release: what the
+/// node agents' static pods (the checkpointer, the API front) run by default.
+pub const DEFAULT_IMAGE: &str =
+    concat!("ghcr.io/selfhost-dev/selfhost:v", env!("CARGO_PKG_VERSION"));
 
 /// The `User-Agent` the checkpointer's requests carry, so that the API server's audit log and
 /// metrics tell the node agent from the upgrading tool.

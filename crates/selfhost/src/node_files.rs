@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 use selfhost_core::Component;
 use selfhost_core::conversion::{permits_port_sharing, with_port_sharing};
+use selfhost_core::front::FRONT_MANIFEST;
 
 fn permits(pod: &Pod) -> bool {
     pod.spec.as_ref().is_some_and(permits_port_sharing)
@@ -265,7 +266,11 @@ impl NodeFiles {
 
     /// Writes `pod` as the manifest of `component`.
     pub fn write_manifest(&self, component: Component, pod: &Pod) -> Result<PathBuf, FilesError> {
-        let path = self.manifest_path(component);
+        self.write_pod(self.manifest_path(component), pod)
+    }
+
+    /// Writes `pod` as YAML to `path` in the manifests directory, whole.
+    fn write_pod(&self, path: PathBuf, pod: &Pod) -> Result<PathBuf, FilesError> {
         let yaml = selfhost_core::render::to_yaml(pod).map_err(|e| FilesError::Write {
             path: path.clone(),
             source: std::io::Error::other(e.to_string()),
@@ -277,6 +282,27 @@ impl NodeFiles {
     /// Removes a manifest this tool wrote (the kubelet then stops its static pod).
     pub fn remove_manifest(&self, component: Component) -> Result<(), FilesError> {
         remove_if_present(&self.manifest_path(component))
+    }
+
+    /// Where the node's API front's manifest is for the kubelet.
+    pub fn front_path(&self) -> PathBuf {
+        self.manifests_dir.join(FRONT_MANIFEST)
+    }
+
+    /// The node's API front's manifest, if there is one.
+    pub fn front(&self) -> Result<Option<Pod>, FilesError> {
+        Self::read_pod(&self.front_path())
+    }
+
+    /// Writes the node's API front's manifest.
+    pub fn write_front(&self, pod: &Pod) -> Result<PathBuf, FilesError> {
+        self.write_pod(self.front_path(), pod)
+    }
+
+    /// Removes the node's API front's manifest (the kubelet then stops the front, which
+    /// drains).
+    pub fn remove_front(&self) -> Result<(), FilesError> {
+        remove_if_present(&self.front_path())
     }
 }
 

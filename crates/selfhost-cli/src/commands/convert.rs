@@ -7,8 +7,8 @@ use std::path::Path;
 
 use anyhow::anyhow;
 use selfhost::{
-    CHECKPOINTER_GRANT, ComponentOutcome, ConversionPlan, ConvertRequest, DEFAULT_CONVERT_DEADLINE,
-    Direction, NodeConversion,
+    CHECKPOINTER_GRANT, Component, ComponentOutcome, ConversionPlan, ConvertRequest,
+    DEFAULT_CONVERT_DEADLINE, Direction, FrontRequest, NodeConversion,
 };
 
 use crate::args::{ConvertArgs, ConvertDirection, GlobalArgs, NodeArgs, OutputFormat};
@@ -101,7 +101,7 @@ fn request_from(
 
 /// The plan in words; `checkpointer`: whether the checkpointer is installed first (to
 /// self-hosted) or removed at the end (to static pods).
-fn render_plan(plan: &ConversionPlan, checkpointer: bool) -> String {
+fn render_plan(plan: &ConversionPlan, checkpointer: bool, front: Option<&FrontRequest>) -> String {
     let rows: Vec<Vec<String>> = plan
         .components
         .iter()
@@ -145,7 +145,7 @@ fn render_plan(plan: &ConversionPlan, checkpointer: bool) -> String {
         text.push_str(&match plan.direction {
             Direction::ToSelfHosted => format!(
                 "\nThe checkpointer is installed first: node {node} is granted read access to \
-                 kube-system Leases and delete of the leader Leases (Role and RoleBinding \
+                 the Leases of kube-system (Role and RoleBinding \
                  kube-system/{CHECKPOINTER_GRANT}), then its static pod is written.\n"
             ),
             Direction::ToStatic => format!(
@@ -153,6 +153,26 @@ fn render_plan(plan: &ConversionPlan, checkpointer: bool) -> String {
                  checkpoints, and node {node}'s access to kube-system Leases is revoked.\n"
             ),
         });
+    }
+    let apiserver_converts = plan
+        .components
+        .iter()
+        .any(|c| c.component == Component::ApiServer && c.action == "convert");
+    match (plan.direction, front) {
+        (Direction::ToSelfHosted, Some(front)) if apiserver_converts => {
+            text.push_str(&format!(
+                "\nThe kube-apiserver DaemonSet listens on {} behind the node's API front, \
+                 which is written before the static kube-apiserver leaves: it takes the node's \
+                 API address and passes each new connection to a kube-apiserver whose /readyz \
+                 passes (a pivot's backup listens on {}).\n",
+                front.layout.backend, front.layout.backup
+            ));
+        }
+        (Direction::ToStatic, _) if apiserver_converts => text.push_str(
+            "\nThe node's API front, if there is one, is removed once the static \
+             kube-apiserver serves.\n",
+        ),
+        _ => {}
     }
     text.push_str(&format!("\nChecked against {}.\n", plan.config_source));
     let disagreeing: Vec<_> = plan
@@ -207,6 +227,15 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
         install.patience = request.deadline;
         request.checkpointer = Some(install);
     }
+    if let ConvertDirection::ToSelfHosted(a) = &args.direction
+        && !a.no_front
+    {
+        request.front = Some(FrontRequest {
+            image: a.front.front_image.clone(),
+            layout: a.front.front_addresses,
+            tuning: None,
+        });
+    }
     let json = global.output == OutputFormat::Json;
     let mut node = NodeConversion::connect(&super::cluster::client_args(global), request)
         .await
@@ -220,7 +249,7 @@ pub async fn run(global: &GlobalArgs, args: &ConvertArgs) -> Result<Outcome, Cli
             Direction::ToSelfHosted => request.checkpointer.is_some(),
             Direction::ToStatic => request.checkpointer_pending(),
         };
-        ui::say(render_plan(&plan, checkpointer));
+        ui::say(render_plan(&plan, checkpointer, request.front.as_ref()));
     }
     let refusals = plan.refusals();
     if !refusals.is_empty() {

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use selfhost_sim::bootstrap::BootstrapMode;
 use selfhost_sim::cluster::ProberOptions;
+use selfhost_sim::controllers::kubelet::ImageBehaviour;
 use selfhost_sim::{SimCluster, SimTimings};
 
 async fn static_cluster(port_sharing: bool) -> SimCluster {
@@ -21,6 +22,8 @@ async fn static_cluster(port_sharing: bool) -> SimCluster {
         .mode(BootstrapMode::Static)
         .port_sharing(port_sharing)
         .timings(SimTimings::scaled(100))
+        // The node's API front's image: its pod starts, runs and is Ready.
+        .image(selfhost::DEFAULT_IMAGE, ImageBehaviour::default())
         .start()
         .await
         .expect("cluster starts");
@@ -93,6 +96,8 @@ fn files(dir: &Path) -> Vec<String> {
     names
 }
 
+const FRONT_MANIFEST: &str = "selfhost-front.yaml";
+
 const MANIFESTS: [&str; 3] = [
     "kube-apiserver.yaml",
     "kube-controller-manager.yaml",
@@ -109,6 +114,8 @@ const KILL_POINTS: &[(&str, &str, &str)] = &[
     ("to-self-hosted", "kube-apiserver", "create-daemonset"),
     ("to-static", "kube-apiserver", "write-manifest"),
     ("to-self-hosted", "kube-apiserver", "label-node"),
+    ("to-static", "kube-apiserver", "remove-front"),
+    ("to-self-hosted", "kube-apiserver", "write-front"),
     ("to-static", "kube-apiserver", "unlabel-node"),
     ("to-self-hosted", "kube-apiserver", "move-manifest-aside"),
     ("to-static", "kube-apiserver", "delete-daemonset"),
@@ -158,11 +165,28 @@ async fn killed_at_each_step_of_both_conversions_the_rerun_completes() {
         );
         let (daemonsets, labels) = leftovers(&sim).await;
         if *direction == "to-self-hosted" {
-            assert!(files(&dir).is_empty(), "kubeadm's manifests moved aside");
+            assert_eq!(
+                files(&dir),
+                [FRONT_MANIFEST],
+                "kubeadm's manifests moved aside, the node's API front in their place"
+            );
             assert_eq!(daemonsets.len(), 3, "{daemonsets:?}");
+            let apiserver = Api::<DaemonSet>::namespaced(sim.client(), "kube-system")
+                .get("self-hosted-kube-apiserver")
+                .await
+                .expect("apiserver DaemonSet");
+            assert_eq!(
+                selfhost::FrontLayout::of_daemonset(&apiserver),
+                Ok(Some(selfhost::FrontLayout::default())),
+                "it listens behind the front"
+            );
             assert_eq!(labels.len(), 3, "{labels:?}");
         } else {
-            assert_eq!(files(&dir), MANIFESTS, "kubeadm's manifests back");
+            assert_eq!(
+                files(&dir),
+                MANIFESTS,
+                "kubeadm's manifests back, the front gone"
+            );
             assert_eq!(
                 (daemonsets, labels),
                 (vec![], vec![]),
@@ -229,6 +253,18 @@ async fn bad_input_exits_2_or_3_and_changes_nothing() {
     .expect("write");
     let bad_config = bad_config.display().to_string();
     let here = dir.display().to_string();
+    let unadvertised = scratch.path().join("unadvertised");
+    std::fs::create_dir(&unadvertised).expect("dir");
+    for file in MANIFESTS {
+        let text = std::fs::read_to_string(dir.join(file)).expect("read");
+        let text: String = text
+            .lines()
+            .filter(|l| !l.contains("--advertise-address"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(unadvertised.join(file), text).expect("write");
+    }
+    let unadvertised = unadvertised.display().to_string();
 
     let case = |what, direction, node, manifests: &str, more: &[&str], code, message| BadInput {
         what,
@@ -321,6 +357,33 @@ async fn bad_input_exits_2_or_3_and_changes_nothing() {
             &["--yes", "--timeout", "soon"],
             2,
             "invalid --timeout",
+        ),
+        case(
+            "a front's addresses that are one",
+            "to-self-hosted",
+            "cp-1",
+            &here,
+            &["--yes", "--front-addresses", "127.0.0.1,127.0.0.1"],
+            2,
+            "the kube-apiserver and its backup cannot both listen on 127.0.0.1",
+        ),
+        case(
+            "a front's backend on the wildcard address",
+            "to-self-hosted",
+            "cp-1",
+            &here,
+            &["--yes", "--front-addresses", "0.0.0.0,127.0.0.2"],
+            2,
+            "the front would be its own backend",
+        ),
+        case(
+            "a kube-apiserver that advertises no address to put the front on",
+            "to-self-hosted",
+            "cp-1",
+            &unadvertised,
+            yes,
+            3,
+            "has no --advertise-address, so the node's API address to put the front on is unknown",
         ),
         case(
             "a configuration file that does not exist",

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use selfhost_sim::bootstrap::BootstrapMode;
+use selfhost_sim::controllers::kubelet::ImageBehaviour;
 use selfhost_sim::{FaultAction, RequestMatcher, SimCluster, SimTimings, Verb};
 use tokio::time::Instant;
 
@@ -305,14 +306,16 @@ async fn three_nodes_power_cut_in_the_controllers_pivots() {
 }
 
 /// One static-pod control-plane node as kubeadm leaves it (no port sharing), whose registry
-/// holds the checkpointer's image for `convert` to install.
+/// holds the checkpointer's and the front's images for `convert` to install.
 async fn static_node() -> Arc<SimCluster> {
     let builder = SimCluster::builder()
         .control_plane_nodes(1)
         .version("v1.33.1")
         .mode(BootstrapMode::Static)
         .port_sharing(false)
-        .timings(SimTimings::scaled(SPEED));
+        .timings(SimTimings::scaled(SPEED))
+        // The node's API front's image: its pod starts, runs and is Ready.
+        .image(selfhost::DEFAULT_IMAGE, ImageBehaviour::default());
     let sim = checkpointed::with_checkpointer_image(builder)
         .start()
         .await
@@ -369,8 +372,9 @@ async fn convert_cut_at(cuts: &[Cut]) {
         files.sort();
         assert_eq!(
             files,
-            [selfhost::CHECKPOINTER_MANIFEST],
-            "after {at}: kubeadm's manifests moved aside, the checkpointer installed"
+            [selfhost::CHECKPOINTER_MANIFEST, selfhost::FRONT_MANIFEST],
+            "after {at}: kubeadm's manifests moved aside, the checkpointer and the API front \
+             installed"
         );
         eprintln!(
             "power cut at {at}: API back {:.1} s after power-on, {runs} run(s) after it, {:.1} s in all",

@@ -128,6 +128,17 @@ impl FrontLayout {
             .get_or_insert_with(Default::default)
             .insert(FRONT_ANNOTATION.to_string(), self.to_annotation());
     }
+
+    /// Puts the kube-apiserver DaemonSet `ds` behind a front with this layout: its pods
+    /// listen on [`backend`](FrontLayout::backend), and the DaemonSet says so.
+    pub fn put_behind(self, ds: &mut DaemonSet) {
+        if let Some(template) = ds.spec.as_mut().map(|s| &mut s.template)
+            && let Some(spec) = template.spec.take()
+        {
+            template.spec = Some(listening_on(spec, self.backend));
+        }
+        self.annotate(ds);
+    }
 }
 
 /// The kube-apiserver pod spec listening on `address` (its port unchanged): `--bind-address`
@@ -154,6 +165,58 @@ pub fn listening_on(mut spec: PodSpec, address: IpAddr) -> PodSpec {
         }
     }
     spec
+}
+
+/// The kube-apiserver pod spec taken out from behind a front, to listen where `original` (the
+/// node's static manifest from before the front, if kept) listened: its `--bind-address`
+/// (none: the wildcard) and its probes' hosts. Without an original, it listens on the
+/// wildcard and is probed on the loopback address, as kubeadm's default manifest is.
+pub fn out_of_front(mut spec: PodSpec, original: Option<&PodSpec>) -> PodSpec {
+    let original = original.and_then(|s| s.containers.first());
+    let Some(container) = spec.containers.first_mut() else {
+        return spec;
+    };
+    let bind = original.and_then(|c| {
+        let line: Vec<String> = c.command.iter().flatten().cloned().collect();
+        command_line::flag_value(&line, "bind-address").map(str::to_string)
+    });
+    let command = container.command.take().unwrap_or_default();
+    container.command = Some(match &bind {
+        Some(address) => command_line::set_flag(&command, "bind-address", address),
+        None => command_line::remove_flag(&command, "bind-address"),
+    });
+    let host_of = |probe: Option<&k8s_openapi::api::core::v1::Probe>| {
+        probe
+            .and_then(|p| p.http_get.as_ref())
+            .map(|h| h.host.clone())
+    };
+    let originals = [
+        host_of(original.and_then(|c| c.liveness_probe.as_ref())),
+        host_of(original.and_then(|c| c.readiness_probe.as_ref())),
+        host_of(original.and_then(|c| c.startup_probe.as_ref())),
+    ];
+    let probes = [
+        &mut container.liveness_probe,
+        &mut container.readiness_probe,
+        &mut container.startup_probe,
+    ];
+    for (probe, original_host) in probes.into_iter().zip(originals) {
+        if let Some(http) = probe.as_mut().and_then(|p| p.http_get.as_mut()) {
+            http.host = match original_host {
+                Some(host) => host,
+                None => Some(loopback_of(bind.as_deref())),
+            };
+        }
+    }
+    spec
+}
+
+/// The loopback address of the family a bind address is in (IPv4 for none).
+fn loopback_of(bind: Option<&str>) -> String {
+    match bind.and_then(|b| b.parse::<IpAddr>().ok()) {
+        Some(IpAddr::V6(_)) => "::1".to_string(),
+        _ => "127.0.0.1".to_string(),
+    }
 }
 
 /// The address a kube-apiserver's pod listens on by its `--bind-address` (`None`: the

@@ -78,6 +78,20 @@ fn a_daemonset_says_whether_its_pods_listen_behind_a_front() {
         .get_or_insert_with(Default::default)
         .insert(FRONT_ANNOTATION.to_string(), "nonsense".to_string());
     assert!(FrontLayout::of_daemonset(&ds).is_err());
+
+    let mut ds = build_daemonset(
+        Component::ApiServer,
+        &kubeadm_apiserver(),
+        &DaemonSetOptions::default(),
+    )
+    .expect("daemonset");
+    FrontLayout::default().put_behind(&mut ds);
+    assert_eq!(
+        FrontLayout::of_daemonset(&ds),
+        Ok(Some(FrontLayout::default()))
+    );
+    let template = ds.spec.expect("spec").template.spec.expect("pod spec");
+    assert_eq!(bound_address(&template), Some(ip("127.0.0.1")));
 }
 
 #[test]
@@ -116,7 +130,7 @@ fn the_front_listens_where_kubeadm_advertises_the_api() {
     let pod = kubeadm_apiserver();
     let spec = pod.spec.as_ref().expect("spec");
     assert_eq!(
-        api_address(spec),
+        api_address(spec, None),
         Some("10.0.0.11:6443".parse::<SocketAddr>().expect("addr"))
     );
     let mut other_port = spec.clone();
@@ -125,8 +139,8 @@ fn the_front_listens_where_kubeadm_advertises_the_api() {
         "secure-port",
         "7443",
     ));
-    assert_eq!(api_address(&other_port).map(|a| a.port()), Some(7443));
-    // A template's per-node variable names no address.
+    assert_eq!(api_address(&other_port, None).map(|a| a.port()), Some(7443));
+    // A template's per-node variable is the node's IP, when known.
     let template = build_daemonset(Component::ApiServer, &pod, &DaemonSetOptions::default())
         .expect("daemonset")
         .spec
@@ -134,7 +148,48 @@ fn the_front_listens_where_kubeadm_advertises_the_api() {
         .template
         .spec
         .expect("pod spec");
-    assert_eq!(api_address(&template), None);
+    assert_eq!(api_address(&template, None), None);
+    assert_eq!(
+        api_address(&template, Some(ip("10.0.0.12"))),
+        Some("10.0.0.12:6443".parse::<SocketAddr>().expect("addr"))
+    );
+}
+
+#[test]
+fn out_of_the_front_the_apiserver_listens_and_is_probed_as_before() {
+    let kubeadm = kubeadm_apiserver();
+    let original = kubeadm.spec.as_ref().expect("spec");
+    let template = build_daemonset(Component::ApiServer, &kubeadm, &DaemonSetOptions::default())
+        .expect("daemonset")
+        .spec
+        .expect("spec")
+        .template
+        .spec
+        .expect("pod spec");
+    let behind = listening_on(template.clone(), ip("127.0.0.1"));
+
+    let back = out_of_front(behind.clone(), Some(original));
+    assert_eq!(bound_address(&back), None, "kubeadm's wildcard again");
+    assert_eq!(probe_hosts(&back), probe_hosts(original));
+
+    let mut bound = original.clone();
+    bound.containers[0].command = Some(command_line::set_flag(
+        &command(original),
+        "bind-address",
+        "10.0.0.11",
+    ));
+    let back = out_of_front(behind.clone(), Some(&bound));
+    assert_eq!(bound_address(&back), Some(ip("10.0.0.11")));
+
+    let back = out_of_front(behind, None);
+    assert_eq!(bound_address(&back), None);
+    assert!(
+        probe_hosts(&back)
+            .iter()
+            .all(|h| h.as_deref() == Some("127.0.0.1")),
+        "{:?}",
+        probe_hosts(&back)
+    );
 }
 
 #[test]

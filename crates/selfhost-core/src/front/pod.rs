@@ -177,9 +177,9 @@ pub fn is_front(pod: &Pod) -> bool {
 }
 
 /// The address clients reach a node's kube-apiserver at, from its static pod spec: its
-/// `--advertise-address` (a literal address: a template's `$(HOST_IP)` names none) and its
-/// `--secure-port`.
-pub fn api_address(spec: &PodSpec) -> Option<SocketAddr> {
+/// `--advertise-address` and its `--secure-port`. An advertise address of `$(HOST_IP)` (a
+/// manifest written from a self-hosted template) is the node's IP, `node_ip`.
+pub fn api_address(spec: &PodSpec, node_ip: Option<IpAddr>) -> Option<SocketAddr> {
     let container = spec.containers.first()?;
     let command: Vec<String> = container
         .command
@@ -188,9 +188,10 @@ pub fn api_address(spec: &PodSpec) -> Option<SocketAddr> {
         .chain(container.args.iter().flatten())
         .cloned()
         .collect();
-    let address: IpAddr = command_line::flag_value(&command, "advertise-address")?
-        .parse()
-        .ok()?;
+    let address = match command_line::flag_value(&command, "advertise-address")? {
+        "$(HOST_IP)" => node_ip?,
+        literal => literal.parse().ok()?,
+    };
     let port = match command_line::flag_value(&command, "secure-port") {
         Some(port) => port.parse().ok()?,
         None => DEFAULT_SECURE_PORT,

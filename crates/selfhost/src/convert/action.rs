@@ -115,6 +115,7 @@ pub(super) async fn perform(
         | ConvertStep::AddPortSharing
         | ConvertStep::RestoreManifest
         | ConvertStep::RemoveManifest
+        | ConvertStep::RemoveFront
             if request.dry_run =>
         {
             return Ok(describe_file_step(files, component, step));
@@ -172,6 +173,34 @@ pub(super) async fn perform(
         ConvertStep::RemoveManifest => {
             files.remove_manifest(component)?;
             format!("removed {}", files.manifest_path(component).display())
+        }
+        ConvertStep::WriteFront => {
+            let live = view.daemonset(component);
+            let node_ip = view.node_ip(&request.node);
+            let pod = super::front::front_pod(request, live.as_deref(), node_ip, files)?;
+            let args = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.args.as_ref())
+                .map(|a| a.join(" "))
+                .unwrap_or_default();
+            if request.dry_run {
+                format!(
+                    "would write {} running `selfhost {args}` (dry run: not written)",
+                    files.front_path().display()
+                )
+            } else {
+                let path = files.write_front(&pod)?;
+                format!("wrote {}: `selfhost {args}`", path.display())
+            }
+        }
+        ConvertStep::RemoveFront => {
+            files.remove_front()?;
+            format!(
+                "removed {}: the front drains its open connections and stops",
+                files.front_path().display()
+            )
         }
         ConvertStep::DeleteDaemonSet => {
             let uid = view
@@ -240,6 +269,10 @@ pub(super) fn describe_file_step(
         ConvertStep::RemoveManifest => {
             format!("would remove {} (dry run: not removed)", manifest.display())
         }
+        ConvertStep::RemoveFront => format!(
+            "would remove {} (dry run: not removed)",
+            files.front_path().display()
+        ),
         ConvertStep::AddPortSharing => format!(
             "would add --permit-port-sharing=true to {} and keep the original as {}, restarting \
              the static pod (dry run: not written)",

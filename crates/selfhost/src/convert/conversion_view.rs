@@ -21,6 +21,7 @@ use selfhost_core::control_plane::{COMPONENT_LABEL, TIER_LABEL};
 use selfhost_core::conversion::decide::{LeaseHandOver, NodeComponent};
 use selfhost_core::conversion::{NODE_GATE_VALUE, is_gated, node_gate_label, permits_port_sharing};
 use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
+use selfhost_core::front::FRONT_LABEL;
 use selfhost_core::observation::{
     ApiHealth, DaemonSetObservation, IDENTITY_LABEL, IdentitySighting, KnownStart, LeaderLease,
     NodeObservation, Observation, PodObservation,
@@ -31,11 +32,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::{ConvertError, ConvertRequest, front};
 use crate::checkpoint::NodeDisk;
 use crate::cluster_view::{Shared, ViewTimeout, spawn_reflector};
 use crate::identity::IdentityTracker;
 use crate::measure::Recorder;
-use crate::node_files::{FilesError, NodeFiles};
+use crate::node_files::NodeFiles;
 use crate::observer::owned_by;
 
 /// Watches the kube-system Leases into a store, and shows every version of every Lease to the
@@ -100,6 +102,8 @@ pub struct ConversionView {
     pub nodes: Store<Node>,
     /// Leases in kube-system (apiserver identities).
     pub leases: Store<Lease>,
+    /// The nodes' API fronts' mirror pods.
+    pub fronts: Store<Pod>,
     changes: watch::Receiver<u64>,
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
@@ -170,15 +174,21 @@ impl ConversionView {
             &identities,
             &recorder,
         );
+        let (fronts, t6) = spawn_reflector(
+            in_ns(),
+            watcher::Config::default().labels(&format!("{}={}", FRONT_LABEL.0, FRONT_LABEL.1)),
+            &shared,
+        );
         ConversionView {
             daemonsets,
             pods,
             mirrors,
             nodes,
             leases,
+            fronts,
             changes,
             shared,
-            tasks: vec![t1, t2, t3, t4, t5],
+            tasks: vec![t1, t2, t3, t4, t5, t6],
             identities,
             recorder,
             manifest_writes: Mutex::default(),
@@ -261,6 +271,7 @@ impl ConversionView {
             let _ = self.mirrors.wait_until_ready().await;
             let _ = self.nodes.wait_until_ready().await;
             let _ = self.leases.wait_until_ready().await;
+            let _ = self.fronts.wait_until_ready().await;
         };
         tokio::time::timeout(timeout, all)
             .await
@@ -292,6 +303,21 @@ impl ConversionView {
             .state()
             .into_iter()
             .find(|n| n.metadata.name.as_deref() == Some(name))
+    }
+
+    /// The node's IP, as the kubelet reports it (its first `InternalIP`): what a pod's
+    /// `status.hostIP`, and so a template's `$(HOST_IP)`, is on that node.
+    pub fn node_ip(&self, name: &str) -> Option<std::net::IpAddr> {
+        self.node(name)?
+            .status
+            .as_ref()?
+            .addresses
+            .as_ref()?
+            .iter()
+            .find(|a| a.type_ == "InternalIP")?
+            .address
+            .parse()
+            .ok()
     }
 
     /// The nodes carrying the gate label of `component`.
@@ -403,17 +429,19 @@ impl ConversionView {
         })
     }
 
-    /// One observation of `component` on `node`; `keeper` is where the node's checkpointer
-    /// keeps its checkpoints, when one is to keep the DaemonSet pod before the static manifest
-    /// moves aside.
+    /// One observation of `component` on the node `request` converts: its files, what the
+    /// cluster shows of it, where the node's checkpointer keeps its checkpoints (when one is
+    /// to keep the DaemonSet pod before the static manifest moves aside) and its API front.
     pub fn observe(
         &mut self,
         component: Component,
-        node: &str,
+        request: &ConvertRequest,
         files: &NodeFiles,
-        keeper: Option<&NodeDisk>,
         deadline: Timestamp,
-    ) -> Result<NodeComponent, FilesError> {
+    ) -> Result<NodeComponent, ConvertError> {
+        let node = request.node.as_str();
+        let keeper = request.checkpoint_keeper();
+        let keeper = keeper.as_ref();
         let now = Timestamp::now();
         let manifest = files.manifest(component)?;
         let backup = files.backup(component)?;
@@ -526,7 +554,22 @@ impl ConversionView {
                         .is_some_and(|host| judged.host_may_be(host, node))
                 })
                 .and_then(|lease| lease.acquire_time),
+            front: front::observe(
+                request,
+                component,
+                live.as_deref(),
+                self.front_mirror(node).as_deref(),
+                files,
+            )?,
         })
+    }
+
+    /// The mirror pod of the node's API front.
+    fn front_mirror(&self, node: &str) -> Option<Arc<Pod>> {
+        self.fronts
+            .state()
+            .into_iter()
+            .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
     }
 }
 

@@ -47,8 +47,7 @@ pub(super) async fn walk(
     for component in Component::ALL {
         // Nothing is waited for, so no wait can run out of time.
         let far = Timestamp::now() + request.deadline;
-        let keeper = request.checkpoint_keeper();
-        let predicted = view.observe(component, &request.node, files, keeper.as_ref(), far)?;
+        let predicted = view.observe(component, request, files, far)?;
         let mut walk = PredictedConversion {
             ctx: Context {
                 clients,
@@ -220,6 +219,8 @@ fn honours_dry_run(step: &ConvertStep) -> bool {
                 | ConvertStep::RestoreManifest
                 | ConvertStep::WriteManifest
                 | ConvertStep::RemoveManifest
+                | ConvertStep::WriteFront
+                | ConvertStep::RemoveFront
         )
 }
 
@@ -236,7 +237,8 @@ fn assume(
                 let options = DaemonSetOptions {
                     certs_in_secrets: request.certs_in_secrets,
                 };
-                let ds = self_hosted_daemonset(obs.component, &pod, &options)?;
+                let mut ds = self_hosted_daemonset(obs.component, &pod, &options)?;
+                super::front::behind_front(request, obs.component, &mut ds);
                 obs.daemonset = Some(DaemonSetObservation::from_daemonset(&ds, &[]));
                 obs.daemonset_gated = true;
             }
@@ -268,6 +270,11 @@ fn assume(
             obs.daemonset_gated = false;
         }
         ConvertStep::HandOverLease(_) => obs.lease_hand_over = None,
+        ConvertStep::WriteFront | ConvertStep::RemoveFront => {
+            if let Some(front) = obs.front.as_mut() {
+                front.manifest_on_disk = matches!(step, ConvertStep::WriteFront);
+            }
+        }
         _ => {}
     }
     Ok(obs)
@@ -331,6 +338,17 @@ fn settle(mut obs: NodeComponent) -> NodeComponent {
     // The checkpointer keeps a pod that serves, after its soak.
     if obs.checkpoint_kept.is_some() {
         obs.checkpoint_kept = Some(obs.daemonset_pod_serving.clone());
+    }
+    // The kubelet runs the front whose manifest is there, and stops one whose is not.
+    if let Some(front) = obs.front.as_mut() {
+        front.mirror = front
+            .manifest_on_disk
+            .then(|| predicted_pod(&format!("selfhost-front-{node}"), &node));
+        front.running = if front.manifest_on_disk {
+            Ok(())
+        } else {
+            Err(format!("{node}: no front"))
+        };
     }
     if obs.manifest_on_disk {
         if obs.mirror.is_none() {
@@ -406,6 +424,7 @@ mod tests {
             lease_hand_over: None,
             leader: Ok(()),
             leader_here_acquired: None,
+            front: None,
         };
         (root, files, obs)
     }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod conversion_view;
 mod dry_run;
 mod figures;
+mod front;
 mod preflight;
 mod run;
 mod to_self_hosted;
@@ -28,6 +29,7 @@ use selfhost_core::conversion::decide::Direction;
 use serde::Serialize;
 
 pub use figures::ComponentFigures;
+pub use front::FrontRequest;
 pub use preflight::{ComponentPlan, ConversionPlan, plan, secrets_to_read};
 pub use run::convert;
 
@@ -70,6 +72,12 @@ pub struct ConvertRequest {
     /// then keeps each DaemonSet pod before its static manifest moves aside (`None`: none).
     /// To static pods, the checkpointer is removed whatever this says.
     pub checkpointer: Option<CheckpointerInstall>,
+    /// The node's API front: to self-hosted, the kube-apiserver DaemonSet listens behind it
+    /// and its static pod is written before the static kube-apiserver leaves (`None`: no
+    /// front, unless the DaemonSet already listens behind one, which refuses). To static pods,
+    /// the front is removed whatever this says; it lends its image when going to static fails
+    /// and the front comes back.
+    pub front: Option<FrontRequest>,
 }
 
 impl ConvertRequest {
@@ -87,6 +95,7 @@ impl ConvertRequest {
             deadline: DEFAULT_DEADLINE,
             retry: RetryPolicy::default(),
             checkpointer: None,
+            front: None,
         }
     }
 }
@@ -179,6 +188,19 @@ pub enum ConvertError {
     /// The watches did not list in time.
     #[error(transparent)]
     View(#[from] ViewTimeout),
+    /// The kube-apiserver DaemonSet's front annotation cannot be read.
+    #[error("{0}; fix the annotation on DaemonSet kube-system/self-hosted-kube-apiserver")]
+    FrontLayout(String),
+    /// The static kube-apiserver names no address to put the node's API front on.
+    #[error(
+        "the static kube-apiserver manifest {} has no literal --advertise-address to put the \
+         node's API front on; set one, or pass --no-front",
+        path.display()
+    )]
+    NoApiAddress {
+        /// The manifest.
+        path: PathBuf,
+    },
     /// A Secret the static pod needs a file from is missing, or lacks the key.
     #[error("Secret kube-system/{secret} has no key {key:?}; cannot write {path}")]
     MissingSecretData {

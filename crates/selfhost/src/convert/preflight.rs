@@ -11,9 +11,7 @@ use selfhost_core::Component;
 use selfhost_core::conversion::decide::{
     ConvertStep, Direction, Mode, awaits_only_the_cluster, next_step,
 };
-use selfhost_core::conversion::{
-    permits_port_sharing, secret_files, self_hosted_daemonset, static_pod_from_template,
-};
+use selfhost_core::conversion::{permits_port_sharing, secret_files, self_hosted_daemonset};
 use selfhost_core::daemonset::DaemonSetOptions;
 use serde::Serialize;
 
@@ -124,10 +122,7 @@ pub async fn plan(
                 manifest.clone().or_else(|| backup.clone())
             }
             Direction::ToStatic => match view.daemonset(component) {
-                Some(ds) => {
-                    let template = ds.spec.clone().unwrap_or_default().template;
-                    Some(static_pod_from_template(component, &template)?)
-                }
+                Some(ds) => Some(super::to_static::static_manifest(component, &ds, &files)?),
                 None => manifest.clone(),
             },
         };
@@ -136,10 +131,23 @@ pub async fn plan(
             _ => Vec::new(),
         };
         let first = settled_first_step(view, request, &files, component, far).await?;
-        let action = match first {
-            ConvertStep::Done { .. } => "skip",
-            ConvertStep::Refuse { .. } => "refuse",
-            _ => "convert",
+        let front_refusal = match component {
+            Component::ApiServer => {
+                let live = view.daemonset(component);
+                super::front::refusal(
+                    request,
+                    live.as_deref(),
+                    view.node_ip(&request.node),
+                    &files,
+                )?
+            }
+            _ => None,
+        };
+        let (action, detail) = match (&first, front_refusal) {
+            (ConvertStep::Done { .. }, _) => ("skip", first.to_string()),
+            (_, Some(why)) => ("refuse", why),
+            (ConvertStep::Refuse { .. }, None) => ("refuse", first.to_string()),
+            (_, None) => ("convert", first.to_string()),
         };
         let port_sharing = manifest
             .as_ref()
@@ -149,7 +157,7 @@ pub async fn plan(
         components.push(ComponentPlan {
             component,
             action: action.to_string(),
-            detail: first.to_string(),
+            detail,
             port_sharing,
             config_disagreements,
         });
@@ -176,8 +184,7 @@ async fn settled_first_step(
 ) -> Result<ConvertStep, ConvertError> {
     let until = tokio::time::Instant::now() + SETTLE.min(request.deadline);
     loop {
-        let keeper = request.checkpoint_keeper();
-        let obs = view.observe(component, &request.node, files, keeper.as_ref(), far)?;
+        let obs = view.observe(component, request, files, far)?;
         let first = next_step(request.direction, &Mode::Forward, &obs);
         let settling = matches!(first, ConvertStep::Wait { .. })
             && awaits_only_the_cluster(request.direction, &obs);

@@ -167,13 +167,9 @@ impl Change for Conversion<'_> {
     async fn decide(&mut self) -> Result<(StepName, Decision<ConvertStep>), ConvertError> {
         let component = self.ctx.component;
         loop {
-            let obs = self.view.observe(
-                component,
-                &self.ctx.request.node,
-                self.ctx.files,
-                self.ctx.request.checkpoint_keeper().as_ref(),
-                self.deadline,
-            )?;
+            let obs =
+                self.view
+                    .observe(component, self.ctx.request, self.ctx.files, self.deadline)?;
             self.state = describe(&obs, self.ctx.files);
             if let (Some(_), None) = self.gap
                 && ((obs.mirror_permits_port_sharing && obs.mirror_serving.is_ok())

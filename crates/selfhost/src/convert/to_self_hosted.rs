@@ -131,7 +131,8 @@ pub(super) async fn create_daemonset(
     let options = DaemonSetOptions {
         certs_in_secrets: request.certs_in_secrets,
     };
-    let ds = self_hosted_daemonset(component, &pod, &options)?;
+    let mut ds = self_hosted_daemonset(component, &pod, &options)?;
+    super::front::behind_front(request, component, &mut ds);
     if request.certs_in_secrets {
         upload(
             client,

@@ -5,15 +5,38 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use selfhost_core::Component;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::conversion::{secret_files, static_pod_from_template};
+use selfhost_core::front::{FrontLayout, out_of_front};
 
 use super::{ConvertError, ConvertRequest};
 use crate::node_files::{NodeFiles, write_secret_file};
 use crate::retry::with_retries;
+
+/// The static manifest of `component` written from its DaemonSet `ds`. A kube-apiserver
+/// behind the node's API front listens where kubeadm's manifest, kept in the backup
+/// directory, listened: the front goes, and the static pod takes the node's API address back.
+pub(super) fn static_manifest(
+    component: Component,
+    ds: &DaemonSet,
+    files: &NodeFiles,
+) -> Result<Pod, ConvertError> {
+    let template = ds.spec.clone().unwrap_or_default().template;
+    let mut pod = static_pod_from_template(component, &template)?;
+    let behind_front = FrontLayout::of_daemonset(ds)
+        .map_err(|e| ConvertError::FrontLayout(e.to_string()))?
+        .is_some();
+    if component == Component::ApiServer && behind_front {
+        let original = files.backup(component)?;
+        pod.spec = pod
+            .spec
+            .map(|spec| out_of_front(spec, original.as_ref().and_then(|p| p.spec.as_ref())));
+    }
+    Ok(pod)
+}
 
 /// Writes the static manifest of `component` from `ds`; returns the files written from
 /// Secrets (paths only). With `--dry-run` nothing is written, and the files that would be are
@@ -26,7 +49,7 @@ pub(super) async fn write_manifest(
     ds: &DaemonSet,
 ) -> Result<Vec<String>, ConvertError> {
     let template = ds.spec.clone().unwrap_or_default().template;
-    let pod = static_pod_from_template(component, &template)?;
+    let pod = static_manifest(component, ds, files)?;
     let needed = template.spec.as_ref().map(secret_files).unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
     let mut secrets: BTreeMap<String, Secret> = BTreeMap::new();

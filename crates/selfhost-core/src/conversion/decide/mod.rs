@@ -5,8 +5,8 @@
 //!
 //! To self-hosted, per component on node N:
 //! create the DaemonSet (gated) → label N → the DaemonSet pod starts beside the static pod →
-//! when it *serves* (and the node's checkpointer keeps it, where one is installed) → move the
-//! static manifest aside → the mirror pod disappears → the DaemonSet pod serves → done.
+//! when it *serves* (and the node's checkpointer keeps it, where one is installed, and, for a
+//! kube-apiserver behind the node's API front, the front runs) → move the static manifest aside → the mirror pod disappears → the DaemonSet pod serves → done.
 //!
 //! A static pod without port sharing holds its port alone: the DaemonSet pod cannot bind it
 //! and crashes, which proves its image is on the node. Then the static manifest is rewritten
@@ -17,7 +17,7 @@
 //!
 //! To static, per component on node N:
 //! gate the DaemonSet if it is not → write the static manifest → the static pod starts
-//! beside the DaemonSet pod and serves → unlabel N → the DaemonSet controller retires its pod
+//! beside the DaemonSet pod and serves → the node's API front, if any, is removed → unlabel N → the DaemonSet controller retires its pod
 //! there → when no node is labelled any more and the DaemonSet has no pod, delete it (orphan
 //! policy, so that nothing it might still own is taken down with it) → done.
 //!
@@ -54,6 +54,7 @@
 //!
 //! [`lease_hand_over`]: crate::pivot::lease_hand_over
 
+mod front;
 mod leader;
 mod node_component;
 mod phase;
@@ -77,7 +78,7 @@ use to_static::{
 };
 
 pub use super::leadership::LeaseHandOver;
-pub use node_component::NodeComponent;
+pub use node_component::{NodeComponent, NodeFront};
 pub use phase::ConvertPhase;
 pub use pod_start::stuck;
 pub use step::ConvertStep;
@@ -112,7 +113,10 @@ pub enum Mode {
 pub fn awaits_only_the_cluster(direction: Direction, obs: &NodeComponent) -> bool {
     match direction {
         Direction::ToSelfHosted => {
-            !obs.manifest_on_disk
+            obs.front
+                .as_ref()
+                .is_none_or(|f| !f.wanted || f.manifest_on_disk)
+                && !obs.manifest_on_disk
                 && obs.daemonset.is_some()
                 && obs.daemonset_gated
                 && obs.node_gated()
@@ -122,7 +126,8 @@ pub fn awaits_only_the_cluster(direction: Direction, obs: &NodeComponent) -> boo
                     .all(|p| stuck(p).is_none())
         }
         Direction::ToStatic => {
-            obs.daemonset.is_none()
+            obs.front.as_ref().is_none_or(|f| !f.manifest_on_disk)
+                && obs.daemonset.is_none()
                 && obs.manifest_on_disk
                 && obs.mirror.as_ref().is_none_or(|p| stuck(p).is_none())
         }

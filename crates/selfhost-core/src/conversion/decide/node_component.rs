@@ -57,6 +57,24 @@ pub struct NodeComponent {
     /// on this node: its identity's host part is this node, or tells no single node
     /// ([`crate::observation::Observation::host_may_be`]).
     pub leader_here_acquired: Option<Timestamp>,
+    /// The node's API front, for the kube-apiserver (`None`: no front is wanted on the node
+    /// and none is there).
+    pub front: Option<NodeFront>,
+}
+
+/// The node's API front, as the kube-apiserver's conversion reads it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeFront {
+    /// Whether the node's kube-apiserver DaemonSet pod listens behind it (the DaemonSet
+    /// carries the front's layout): then the node's API address has no other listener once
+    /// the static pod is gone, and the front must run for as long as the DaemonSet pod does.
+    pub wanted: bool,
+    /// Whether its manifest is in the node's manifests directory.
+    pub manifest_on_disk: bool,
+    /// Its mirror pod.
+    pub mirror: Option<PodObservation>,
+    /// Whether it runs (`Err`: why not).
+    pub running: Result<(), String>,
 }
 
 impl NodeComponent {

@@ -40,6 +40,10 @@ pub enum ConvertStep {
     RemoveManifest,
     /// Delete the DaemonSet, orphaning anything it still owns.
     DeleteDaemonSet,
+    /// Write the node's API front's static manifest.
+    WriteFront,
+    /// Remove the node's API front's static manifest.
+    RemoveFront,
     /// Hand the leader Lease of a process that is gone over to the standbys.
     HandOverLease(LeaseHandOver),
     /// Wait for the cluster or the kubelet.
@@ -87,6 +91,8 @@ impl ConvertStep {
             ConvertStep::WriteManifest => "write-manifest",
             ConvertStep::RemoveManifest => "remove-manifest",
             ConvertStep::DeleteDaemonSet => "delete-daemonset",
+            ConvertStep::WriteFront => "write-front",
+            ConvertStep::RemoveFront => "remove-front",
             ConvertStep::HandOverLease(_) => "hand-over-lease",
             ConvertStep::Wait { .. } => "wait",
             ConvertStep::Fail { .. } => "fail",
@@ -123,6 +129,14 @@ impl fmt::Display for ConvertStep {
             ConvertStep::DeleteDaemonSet => {
                 f.write_str("delete the DaemonSet (orphan policy): no node runs it any more")
             }
+            ConvertStep::WriteFront => f.write_str(
+                "write the static manifest of the node's API front, which takes the node's API \
+                 address and passes connections to the kube-apiserver that serves",
+            ),
+            ConvertStep::RemoveFront => f.write_str(
+                "remove the static manifest of the node's API front: the static kube-apiserver \
+                 serves the node's API address again",
+            ),
             ConvertStep::HandOverLease(h) => write!(
                 f,
                 "hand Lease {} over: its holder {} is gone ({})",

@@ -1,6 +1,7 @@
 //! The phases towards self-hosted, and their undoing after a failure (the static pod back):
 //! the hand-over from the static pod to the DaemonSet pod on one node.
 
+use super::front::{front_to_remove, front_to_start};
 use super::node_component::NodeComponent;
 use super::pod_start::{has_run, stuck};
 use super::step::ConvertStep;
@@ -38,8 +39,8 @@ pub(super) fn labelling_node(obs: &NodeComponent) -> ConvertStep {
 }
 
 /// The node is labelled: the DaemonSet pod starts beside the static pod, and once it serves
-/// (and the node's checkpointer, where there is one, keeps it), the static manifest moves
-/// aside. A static pod without port sharing is restarted with it first, once the DaemonSet
+/// (and the node's checkpointer, where there is one, keeps it, and the node's API front, where
+/// the pod listens behind one, runs), the static manifest moves aside. A static pod without port sharing is restarted with it first, once the DaemonSet
 /// pod has shown its image is on the node.
 pub(super) fn starting_daemonset_pod(obs: &NodeComponent) -> ConvertStep {
     let node = &obs.node;
@@ -64,7 +65,9 @@ pub(super) fn starting_daemonset_pod(obs: &NodeComponent) -> ConvertStep {
                     &format!("the checkpointer on {node} to keep the {c} DaemonSet pod"),
                     vec![why.clone()],
                 ),
-                Some(Ok(())) | None => ConvertStep::MoveManifestAside,
+                Some(Ok(())) | None => {
+                    front_to_start(obs).unwrap_or(ConvertStep::MoveManifestAside)
+                }
             },
             Err(why) if obs.static_port_sharing_added && !obs.mirror_permits_port_sharing => wait(
                 obs,
@@ -169,6 +172,11 @@ pub(super) fn restore_static(obs: &NodeComponent, reason: &str) -> ConvertStep {
         .collect();
     if pending.is_empty() && obs.static_port_sharing_added {
         return ConvertStep::RestoreManifest;
+    }
+    if pending.is_empty()
+        && let Some(step) = front_to_remove(obs)
+    {
+        return step;
     }
     if obs.manifest_on_disk {
         pending.extend(why_not(&obs.mirror_serving));

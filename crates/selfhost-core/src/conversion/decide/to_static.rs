@@ -1,6 +1,7 @@
 //! The phases towards static pods, and their undoing after a failure (the DaemonSet pod
 //! back): the hand-over from the DaemonSet pod to a static pod on one node.
 
+use super::front::{front_to_remove, front_to_start};
 use super::node_component::NodeComponent;
 use super::pod_start::stuck;
 use super::step::ConvertStep;
@@ -19,9 +20,9 @@ pub(super) fn no_daemonset(obs: &NodeComponent) -> ConvertStep {
         };
     }
     match &obs.mirror_serving {
-        Ok(()) => ConvertStep::Done {
+        Ok(()) => front_to_remove(obs).unwrap_or_else(|| ConvertStep::Done {
             summary: format!("{node} runs {c} as a static pod"),
-        },
+        }),
         Err(why) => wait(
             obs,
             &format!("the static {c} pod on {node} to serve"),
@@ -59,7 +60,9 @@ pub(super) fn starting_static_pod(obs: &NodeComponent) -> ConvertStep {
             vec![why.clone()],
         );
     }
-    ConvertStep::UnlabelNode { node: node.clone() }
+    // The static pod serves the node's API address beside the front: the front goes first,
+    // while the DaemonSet pod still serves what the front passed on.
+    front_to_remove(obs).unwrap_or(ConvertStep::UnlabelNode { node: node.clone() })
 }
 
 /// The node's label is removed: the DaemonSet controller retires its pod there, and the
@@ -83,6 +86,9 @@ pub(super) fn retiring_daemonset_pod(
                 .map(|p| format!("pod {} to go", p.name))
                 .collect(),
         );
+    }
+    if let Some(step) = front_to_remove(obs) {
+        return step;
     }
     if obs.gated_nodes.is_empty() && ds.pods.is_empty() && ds.deleting_since.is_none() {
         return ConvertStep::DeleteDaemonSet;
@@ -124,6 +130,11 @@ pub(super) fn restore_self_hosted(obs: &NodeComponent, reason: &str) -> ConvertS
             &format!("the {c} DaemonSet pod on {node} to serve again"),
             why_not(&obs.daemonset_pod_serving),
         );
+    }
+    if obs.daemonset.is_some()
+        && let Some(step) = front_to_start(obs)
+    {
+        return step;
     }
     if obs.manifest_on_disk && obs.daemonset.is_some() {
         return ConvertStep::RemoveManifest;

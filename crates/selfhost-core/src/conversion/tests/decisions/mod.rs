@@ -3,6 +3,7 @@
 //! here.
 
 mod awaits_only_the_cluster;
+mod front;
 mod leadership;
 mod phase;
 mod to_self_hosted;
@@ -102,6 +103,7 @@ fn fresh() -> NodeComponent {
         lease_hand_over: None,
         leader: Ok(()),
         leader_here_acquired: None,
+        front: None,
     }
 }
 

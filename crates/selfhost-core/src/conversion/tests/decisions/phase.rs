@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 
 use super::{at, daemonset, fresh, pod, running, waiting};
-use crate::conversion::decide::{ConvertPhase, Direction, Mode, NodeComponent, next_step, phase};
+use crate::conversion::decide::{
+    ConvertPhase, Direction, Mode, NodeComponent, NodeFront, next_step, phase,
+};
 
 /// The steps a phase's decision may give (leadership aside: `leadership.rs`).
 fn steps_of(phase: ConvertPhase) -> &'static [&'static str] {
@@ -11,9 +13,13 @@ fn steps_of(phase: ConvertPhase) -> &'static [&'static str] {
         ConvertPhase::CreatingDaemonSet => &["create-daemonset", "wait", "fail"],
         ConvertPhase::GatingDaemonSet => &["label-node", "gate-daemonset"],
         ConvertPhase::LabellingNode => &["label-node"],
-        ConvertPhase::StartingDaemonSetPod => {
-            &["wait", "fail", "add-port-sharing", "move-manifest-aside"]
-        }
+        ConvertPhase::StartingDaemonSetPod => &[
+            "wait",
+            "fail",
+            "add-port-sharing",
+            "write-front",
+            "move-manifest-aside",
+        ],
         ConvertPhase::RetiringStaticPod => &["wait", "fail", "done"],
         ConvertPhase::NoStaticManifest => &["done", "refuse"],
         ConvertPhase::RestoringStatic => &[
@@ -21,16 +27,20 @@ fn steps_of(phase: ConvertPhase) -> &'static [&'static str] {
             "restore-manifest",
             "unlabel-node",
             "delete-daemonset",
+            "remove-front",
             "wait",
             "fail",
             "rolled-back",
         ],
-        ConvertPhase::NoDaemonSet => &["refuse", "wait", "fail", "done"],
+        ConvertPhase::NoDaemonSet => &["refuse", "wait", "fail", "remove-front", "done"],
         ConvertPhase::WritingManifest => &["refuse", "write-manifest"],
-        ConvertPhase::StartingStaticPod => &["wait", "fail", "unlabel-node"],
-        ConvertPhase::RetiringDaemonSetPod => &["wait", "fail", "delete-daemonset", "done"],
+        ConvertPhase::StartingStaticPod => &["wait", "fail", "remove-front", "unlabel-node"],
+        ConvertPhase::RetiringDaemonSetPod => {
+            &["wait", "fail", "remove-front", "delete-daemonset", "done"]
+        }
         ConvertPhase::RestoringSelfHosted => &[
             "label-node",
+            "write-front",
             "remove-manifest",
             "wait",
             "fail",
@@ -50,6 +60,30 @@ fn self_hosted() -> NodeComponent {
     o.gated_nodes = vec!["cp-1".into()];
     o.daemonset_pod_serving = Ok(());
     o
+}
+
+/// None, one wanted and not written, one running, one whose pod cannot start.
+fn front(kind: u32) -> Option<NodeFront> {
+    let written = |running: Result<(), String>, state| NodeFront {
+        wanted: true,
+        manifest_on_disk: true,
+        mirror: Some(pod("selfhost-front-cp-1", state, 0)),
+        running,
+    };
+    match kind {
+        0 => None,
+        1 => Some(NodeFront {
+            wanted: true,
+            manifest_on_disk: false,
+            mirror: None,
+            running: Err("no mirror pod".into()),
+        }),
+        2 => Some(written(Ok(()), running())),
+        _ => Some(written(
+            Err("not Ready".into()),
+            waiting("ImagePullBackOff"),
+        )),
+    }
 }
 
 fn edit(mut obs: NodeComponent, f: impl FnOnce(&mut NodeComponent)) -> NodeComponent {
@@ -255,19 +289,22 @@ fn every_step_belongs_to_the_phase_it_is_in() {
                     1 => Some(pod("kube-apiserver-cp-1", running(), 0)),
                     _ => Some(pod("kube-apiserver-cp-1", waiting("ErrImagePull"), 0)),
                 };
-                for timed_out in [false, true] {
-                    o.now = if timed_out { at(200) } else { at(0) };
-                    for direction in [Direction::ToSelfHosted, Direction::ToStatic] {
-                        for mode in &modes {
-                            let got = phase(direction, mode, &o);
-                            let step = next_step(direction, mode, &o);
-                            checked += 1;
-                            if !steps_of(got).contains(&step.name()) && failures.len() < 10 {
-                                failures.push(format!(
-                                    "{direction:?} {mode:?}: {} is not a step of {}: {o:?}",
-                                    step.name(),
-                                    got.name()
-                                ));
+                for front_kind in 0..4 {
+                    o.front = front(front_kind);
+                    for timed_out in [false, true] {
+                        o.now = if timed_out { at(200) } else { at(0) };
+                        for direction in [Direction::ToSelfHosted, Direction::ToStatic] {
+                            for mode in &modes {
+                                let got = phase(direction, mode, &o);
+                                let step = next_step(direction, mode, &o);
+                                checked += 1;
+                                if !steps_of(got).contains(&step.name()) && failures.len() < 10 {
+                                    failures.push(format!(
+                                        "{direction:?} {mode:?}: {} is not a step of {}: {o:?}",
+                                        step.name(),
+                                        got.name()
+                                    ));
+                                }
                             }
                         }
                     }
