@@ -11,6 +11,7 @@ use selfhost_core::Component;
 use selfhost_core::checkpoint::CHECKPOINTER_LABEL;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
+use selfhost_core::front::FRONT_LABEL;
 use selfhost_core::prepull::PrepullOutcome;
 use tokio_util::sync::CancellationToken;
 
@@ -24,7 +25,7 @@ use crate::permission::{Permission, UPGRADER, VIEWER};
 use crate::plan::{Plan, PlanRequest, make_plan};
 use crate::prepull::{PrepullOptions, PrepullProgress, images_to_prepull, prepull, record};
 use crate::retry::RetryPolicy;
-use crate::status::{ControlPlaneStatus, checkpointers, component_status};
+use crate::status::{ControlPlaneStatus, api_fronts, checkpointers, component_status};
 use crate::target::Targets;
 use crate::upgrade::{ApplyOptions, RunReport, apply};
 use selfhost_core::checkpoint::NodeCheckpointer;
@@ -158,39 +159,61 @@ impl Cluster {
     /// Each component's DaemonSet, pods and upgrade in progress, and the API's health.
     pub async fn status(&mut self) -> ControlPlaneStatus {
         let mut components = Vec::new();
+        let mut apiserver = None;
         for component in Component::ALL {
-            components.push(component_status(&self.observer.observe(component).await));
+            let obs = self.observer.observe(component).await;
+            components.push(component_status(&obs));
+            if component == Component::ApiServer {
+                apiserver = Some(obs);
+            }
         }
+        let agents = self.node_agents().await;
         ControlPlaneStatus {
             server: self.clients.server.clone(),
             api: self.observer.api_health(Duration::ZERO).await,
             components,
-            checkpointers: self.checkpointers().await,
+            checkpointers: agents
+                .as_ref()
+                .map(|(nodes, pods)| checkpointers(nodes, pods))
+                .unwrap_or_default(),
+            fronts: match (&agents, &apiserver) {
+                (Some((nodes, pods)), Some(obs)) => api_fronts(nodes, pods, obs),
+                _ => Vec::new(),
+            },
         }
     }
 
-    /// Each control-plane node's checkpointer; empty when the nodes or pods cannot be listed
-    /// (status shows what it can).
-    async fn checkpointers(&self) -> Vec<NodeCheckpointer> {
+    /// The control-plane nodes' names and the mirror pods of the node agents (checkpointers
+    /// and API fronts); `None` when the nodes or pods cannot be listed (status shows what it
+    /// can).
+    async fn node_agents(&self) -> Option<(Vec<String>, Vec<Pod>)> {
         let nodes: Api<Node> = Api::all(self.clients.api.clone());
         let control_planes = ListParams::default().labels(CONTROL_PLANE_NODE_LABEL);
         let pods: Api<Pod> = Api::namespaced(self.clients.api.clone(), NAMESPACE);
         let labelled = ListParams::default().labels(&format!(
-            "{}={}",
-            CHECKPOINTER_LABEL.0, CHECKPOINTER_LABEL.1
+            "{} in ({}, {})",
+            CHECKPOINTER_LABEL.0, CHECKPOINTER_LABEL.1, FRONT_LABEL.1
         ));
         let (Ok(nodes), Ok(pods)) = (
             nodes.list(&control_planes).await,
             pods.list(&labelled).await,
         ) else {
-            return Vec::new();
+            return None;
         };
         let names: Vec<String> = nodes
             .items
             .into_iter()
             .filter_map(|n| n.metadata.name)
             .collect();
-        checkpointers(&names, &pods.items)
+        Some((names, pods.items))
+    }
+
+    /// Each control-plane node's checkpointer; empty when the nodes or pods cannot be listed.
+    async fn checkpointers(&self) -> Vec<NodeCheckpointer> {
+        self.node_agents()
+            .await
+            .map(|(nodes, pods)| checkpointers(&nodes, &pods))
+            .unwrap_or_default()
     }
 
     /// The plan for `request`, and the target templates `apply` is to act on; its preflight

@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::Pod;
 use selfhost_core::Component;
 use selfhost_core::backup::BackupOrigin;
 use selfhost_core::checkpoint::{CheckpointerState, NodeCheckpointer, is_checkpointer};
+use selfhost_core::front::{FrontState, NodeApiFront, is_front};
 use selfhost_core::observation::{ApiHealth, Observation};
 use serde::Serialize;
 
@@ -21,6 +22,32 @@ pub struct ControlPlaneStatus {
     pub components: Vec<ComponentStatus>,
     /// Each control-plane node's checkpointer; empty when the nodes could not be listed.
     pub checkpointers: Vec<NodeCheckpointer>,
+    /// Each control-plane node's API front and the kube-apiservers behind it; empty where no
+    /// node has a front and the kube-apiserver listens behind none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fronts: Vec<NodeApiFront>,
+}
+
+/// Each control-plane node's API front, from the control-plane nodes' names, the fronts'
+/// mirror pods and the kube-apiserver's observation.
+pub fn api_fronts(
+    nodes: &[String],
+    mirror_pods: &[Pod],
+    apiserver: &Observation,
+) -> Vec<NodeApiFront> {
+    let states: Vec<(String, FrontState)> = mirror_pods
+        .iter()
+        .filter(|p| is_front(p))
+        .filter_map(|p| {
+            let node = p.spec.as_ref()?.node_name.clone()?;
+            let state = match running(p) {
+                Ok(()) => FrontState::Running,
+                Err(why) => FrontState::NotRunning { why },
+            };
+            Some((node, state))
+        })
+        .collect();
+    selfhost_core::front::api_fronts(nodes, &states, apiserver)
 }
 
 /// Each control-plane node's checkpointer, from the control-plane nodes' names and the

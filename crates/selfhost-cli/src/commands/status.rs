@@ -76,10 +76,23 @@ pub async fn run(global: &GlobalArgs, _args: &StatusArgs) -> Result<Outcome, Cli
                 let rows: Vec<Vec<String>> = status
                     .checkpointers
                     .iter()
-                    .map(|c| vec![c.node.clone(), c.state.to_string()])
+                    .map(|c| {
+                        let mut row = vec![c.node.clone(), c.state.to_string()];
+                        if let Some(front) = status.fronts.iter().find(|f| f.node == c.node) {
+                            let backends: Vec<String> =
+                                front.backends.iter().map(ToString::to_string).collect();
+                            row.extend([front.state.to_string(), backends.join(", ")]);
+                        }
+                        row
+                    })
                     .collect();
+                let headers: &[&str] = if status.fronts.is_empty() {
+                    &["NODE", "CHECKPOINTER"]
+                } else {
+                    &["NODE", "CHECKPOINTER", "API FRONT", "BACKENDS"]
+                };
                 text.push('\n');
-                text.push_str(&ui::table(&["NODE", "CHECKPOINTER"], &rows));
+                text.push_str(&ui::table(headers, &rows));
             }
             text
         }

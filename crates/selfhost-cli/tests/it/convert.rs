@@ -98,6 +98,44 @@ fn files(dir: &Path) -> Vec<String> {
 
 const FRONT_MANIFEST: &str = "selfhost-front.yaml";
 
+/// `status` shows the node's front running, the DaemonSet's kube-apiserver Ready behind it
+/// and no backup.
+async fn front_in_status(sim: &SimCluster) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        let output = crate::selfhost()
+            .arg("--kubeconfig")
+            .arg(sim.kubeconfig_path())
+            .args(["status", "-o", "json"])
+            .output()
+            .expect("runs");
+        last = String::from_utf8_lossy(&output.stdout).into_owned();
+        let status: serde_json::Value = serde_json::from_str(&last).unwrap_or_default();
+        let front = &status["fronts"][0];
+        if front["node"] == "cp-1"
+            && front["front"] == "running"
+            && front["backends"][0]["address"] == "127.0.0.1"
+            && front["backends"][0]["ready"] == true
+            && front["backends"][1]["address"] == "127.0.0.2"
+            && front["backends"][1]["pod"].is_null()
+        {
+            let text = crate::selfhost()
+                .arg("--kubeconfig")
+                .arg(sim.kubeconfig_path())
+                .arg("status")
+                .output()
+                .expect("runs");
+            let text = String::from_utf8_lossy(&text.stdout);
+            assert!(text.contains("API FRONT"), "{text}");
+            assert!(text.contains("127.0.0.1 ready, 127.0.0.2 -"), "{text}");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("status never showed the front running with its backend Ready: {last}");
+}
+
 const MANIFESTS: [&str; 3] = [
     "kube-apiserver.yaml",
     "kube-controller-manager.yaml",
@@ -180,6 +218,9 @@ async fn killed_at_each_step_of_both_conversions_the_rerun_completes() {
                 Ok(Some(selfhost::FrontLayout::default())),
                 "it listens behind the front"
             );
+            if round == 0 {
+                front_in_status(&sim).await;
+            }
             assert_eq!(labels.len(), 3, "{labels:?}");
         } else {
             assert_eq!(

@@ -11,6 +11,7 @@
 //! The front binds the node's address, never the wildcard: a connection to a backend address
 //! where no kube-apiserver listens yet must be refused, not land on the front itself.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -113,10 +114,21 @@ impl FrontLayout {
     /// # Errors
     /// The annotation is there and unreadable.
     pub fn of_daemonset(ds: &DaemonSet) -> Result<Option<Self>, LayoutError> {
-        ds.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(FRONT_ANNOTATION))
+        match &ds.metadata.annotations {
+            Some(annotations) => FrontLayout::of_annotations(annotations),
+            None => Ok(None),
+        }
+    }
+
+    /// The layout a DaemonSet's annotations name (`None`: its pods listen without a front).
+    ///
+    /// # Errors
+    /// The annotation is there and unreadable.
+    pub fn of_annotations(
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<Option<Self>, LayoutError> {
+        annotations
+            .get(FRONT_ANNOTATION)
             .map(|value| FrontLayout::parse(value))
             .transpose()
     }

@@ -256,3 +256,43 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn status_shows_each_nodes_front_and_its_backends_as_their_pods_do() {
+    use crate::observation::builder::World;
+    let mut world = World::steady(Component::ApiServer, 2);
+    world
+        .real_mut()
+        .annotations
+        .insert(FRONT_ANNOTATION.into(), "127.0.0.1,127.0.0.2".into());
+    let obs = world.build();
+    let nodes = ["cp-1", "cp-2", "cp-3"].map(String::from);
+    let states = [
+        ("cp-1".to_string(), FrontState::Running),
+        (
+            "cp-2".to_string(),
+            FrontState::NotRunning {
+                why: "its container waits: ImagePullBackOff".into(),
+            },
+        ),
+    ];
+    let shown: Vec<String> = api_fronts(&nodes, &states, &obs)
+        .iter()
+        .map(|f| {
+            let backends: Vec<String> = f.backends.iter().map(ToString::to_string).collect();
+            format!("{} {} [{}]", f.node, f.state, backends.join(", "))
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "cp-1 running [127.0.0.1 ready, 127.0.0.2 -]",
+            "cp-2 NOT running: its container waits: ImagePullBackOff [127.0.0.1 ready, 127.0.0.2 -]",
+            "cp-3 none [127.0.0.1 -, 127.0.0.2 -]",
+        ]
+    );
+
+    // Nothing behind a front and no front anywhere: nothing to show.
+    let plain = World::steady(Component::ApiServer, 2).build();
+    assert!(api_fronts(&nodes, &[], &plain).is_empty());
+}

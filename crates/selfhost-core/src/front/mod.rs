@@ -16,6 +16,7 @@ mod health;
 mod layout;
 mod pod;
 mod pool;
+mod presence;
 
 pub use health::{BackendHealth, Check, HealthPolicy, Transition};
 pub use layout::{
@@ -26,6 +27,7 @@ pub use pod::{
     FRONT_NAME, FrontPod, FrontTuning, api_address, is_front,
 };
 pub use pool::{Event, Pool};
+pub use presence::{FrontBackend, FrontState, NodeApiFront, api_fronts};
 
 #[cfg(test)]
 mod layout_tests;
