@@ -5,12 +5,14 @@
 //! to the same target is already under way (our backup exists) is not required to have
 //! converged: `apply` resumes it.
 
+mod api_fronts;
 mod checkpointers;
 mod resumed_api;
 mod shape;
 #[cfg(test)]
 mod tests;
 
+pub use api_fronts::api_fronts_check;
 pub use checkpointers::checkpointers_check;
 
 use std::collections::BTreeMap;
@@ -87,6 +89,9 @@ pub enum CheckId {
     /// Every control-plane node runs the checkpointer (a warning only; see
     /// `preflight/checkpointers.rs`).
     Checkpointers,
+    /// Where the kube-apiserver listens behind the nodes' API fronts, every control-plane node
+    /// runs its front (see `preflight/api_fronts.rs`).
+    ApiFronts,
 }
 
 impl CheckId {
@@ -103,6 +108,7 @@ impl CheckId {
             CheckId::DaemonSetShape => "daemonset-shape",
             CheckId::ImagesPullable => "images-pullable",
             CheckId::Checkpointers => "checkpointers",
+            CheckId::ApiFronts => "api-fronts",
         }
     }
 }

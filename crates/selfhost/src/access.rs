@@ -174,6 +174,24 @@ pub fn checkpoint_install() -> Vec<Permission> {
     needs
 }
 
+/// Installing the node's API front: reading the kube-apiserver DaemonSet, the node and the
+/// control-plane nodes, the fronts' mirror pods, and marking the DaemonSet to listen behind
+/// them once every node runs one.
+pub fn front_install() -> Vec<Permission> {
+    vec![
+        Permission::in_kube_system("get", "apps", "daemonsets"),
+        Permission::in_kube_system("patch", "apps", "daemonsets"),
+        Permission::cluster("get", "", "nodes"),
+        Permission::cluster("list", "", "nodes"),
+        Permission::in_kube_system("list", "", "pods"),
+    ]
+}
+
+/// Removing the node's API front: reading the kube-apiserver DaemonSet.
+pub fn front_remove() -> Vec<Permission> {
+    vec![Permission::in_kube_system("get", "apps", "daemonsets")]
+}
+
 /// `needs` with each of `more` that is not in it yet.
 pub fn adding(mut needs: Vec<Permission>, more: Vec<Permission>) -> Vec<Permission> {
     for permission in more {

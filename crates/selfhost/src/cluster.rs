@@ -28,7 +28,6 @@ use crate::retry::RetryPolicy;
 use crate::status::{ControlPlaneStatus, api_fronts, checkpointers, component_status};
 use crate::target::Targets;
 use crate::upgrade::{ApplyOptions, RunReport, apply};
-use selfhost_core::checkpoint::NodeCheckpointer;
 
 /// How long the first list of the control-plane objects may take.
 const FIRST_LIST: Duration = Duration::from_secs(30);
@@ -208,14 +207,6 @@ impl Cluster {
         Some((names, pods.items))
     }
 
-    /// Each control-plane node's checkpointer; empty when the nodes or pods cannot be listed.
-    async fn checkpointers(&self) -> Vec<NodeCheckpointer> {
-        self.node_agents()
-            .await
-            .map(|(nodes, pods)| checkpointers(&nodes, &pods))
-            .unwrap_or_default()
-    }
-
     /// The plan for `request`, and the target templates `apply` is to act on; its preflight
     /// ends with whether every control-plane node runs the checkpointer.
     ///
@@ -229,13 +220,26 @@ impl Cluster {
             &RetryPolicy::default(),
         )
         .await?;
+        let agents = self.node_agents().await;
+        let (nodes, pods) = agents.unwrap_or_default();
         // A warning at most: it never changes whether the plan proceeds.
-        let checkpointers = self.checkpointers().await;
         plan.preflight
             .checks
             .push(selfhost_core::preflight::checkpointers_check(
-                &checkpointers,
+                &checkpointers(&nodes, &pods),
             ));
+        let apiserver = self.observer.observe(Component::ApiServer).await;
+        let behind = apiserver.real.as_ref().is_some_and(|ds| {
+            selfhost_core::front::FrontLayout::of_annotations(&ds.annotations)
+                .is_ok_and(|l| l.is_some())
+        });
+        if let Some(check) = selfhost_core::preflight::api_fronts_check(
+            behind,
+            &api_fronts(&nodes, &pods, &apiserver),
+        ) {
+            plan.preflight.checks.push(check);
+            plan.proceeds = plan.proceeds && plan.preflight.allows();
+        }
         Ok((plan, targets))
     }
 

@@ -7,6 +7,7 @@ use crate::config_file::ConfigFileError;
 use crate::connect::ConnectError;
 use crate::convert::ConvertError;
 use crate::front::FrontError;
+use crate::front::install::FrontInstallError;
 use crate::manifests::ManifestsError;
 use crate::node_files::FilesError;
 use crate::plan::PlanError;
@@ -69,6 +70,9 @@ pub enum Error {
     /// The node-local API front cannot start.
     #[error(transparent)]
     Front(Box<FrontError>),
+    /// The node's API front could not be installed or removed.
+    #[error(transparent)]
+    FrontPlacement(Box<FrontInstallError>),
 }
 
 impl Error {
@@ -97,6 +101,11 @@ impl Error {
             Error::Checkpointer(e) if matches!(**e, InstallError::ActiveCopies { .. }) => {
                 ErrorKind::Refused
             }
+            Error::FrontPlacement(e) => match **e {
+                FrontInstallError::Files(FilesError::NoManifestsDir { .. }) => ErrorKind::BadInput,
+                FrontInstallError::Files(_) | FrontInstallError::Api(_) => ErrorKind::Failed,
+                _ => ErrorKind::Refused,
+            },
             Error::Plan(_) | Error::Prepull(_) | Error::Checkpointer(_) => ErrorKind::Failed,
         }
     }
@@ -125,6 +134,7 @@ caused_by! {
     RecoverError => Recover,
     InstallError => Checkpointer,
     FrontError => Front,
+    FrontInstallError => FrontPlacement,
 }
 
 impl From<FilesError> for Error {

@@ -33,6 +33,7 @@ mod health;
 mod identity;
 mod manifests;
 mod measure;
+mod mirror_pod;
 mod node_conversion;
 mod node_files;
 mod observer;
@@ -70,6 +71,9 @@ pub use convert::{
 };
 pub use error::{Error, ErrorKind};
 pub use events::{EVENTS_SCHEMA, Event, Events, Stamped};
+pub use front::install::{
+    DEFAULT_START_PATIENCE as DEFAULT_FRONT_PATIENCE, FrontInstall, FrontInstallError, FrontOutcome,
+};
 pub use front::{
     DEFAULT_CA_FILE as DEFAULT_FRONT_CA_FILE,
     DEFAULT_CHECK_INTERVAL as DEFAULT_FRONT_CHECK_INTERVAL,
@@ -278,6 +282,70 @@ pub mod report {
     pub use crate::measure::{ComponentDisruption, LeaderChange, MeasuredDisruption};
     pub use crate::recording::{Recorded, Recording, markers};
     pub use selfhost_core::report::*;
+}
+
+/// Installs the API front on a self-hosted node that has none (see `docs/design.md`,
+/// "Node-local API front"): writes its static pod and waits until the kubelet runs it (one
+/// that does not run is taken away again); once every control-plane node runs one, marks the
+/// kube-apiserver DaemonSet to listen behind them, which the next `apply` carries out. With
+/// `dry_run`, says what it would do and changes nothing.
+///
+/// # Errors
+/// The kubeconfig cannot be used, its credentials lack a permission the install needs, the
+/// manifests directory is not there ([`ErrorKind::BadInput`]); the cluster is not self-hosted
+/// or its kube-apiserver listens on the node's own address ([`ErrorKind::Refused`]); a file
+/// or an API call fails.
+pub async fn install_front(
+    args: &ClientArgs,
+    request: &FrontInstall,
+    dry_run: bool,
+) -> Result<FrontOutcome, Error> {
+    if !request.manifests_dir.is_dir() {
+        return Err(FrontInstallError::Files(FilesError::NoManifestsDir {
+            path: request.manifests_dir.clone(),
+        })
+        .into());
+    }
+    let clients = client::connect(args).await?;
+    connect::check_access(
+        &clients,
+        "selfhost front install",
+        permission::UPGRADER,
+        &access::front_install(),
+    )
+    .await?;
+    Ok(front::install::install(&clients.api, request, dry_run).await?)
+}
+
+/// Removes the API front from `node`, whose kube-apiserver must not listen behind it (`convert
+/// to-static` takes a front out from before a kube-apiserver). With `dry_run`, says what it
+/// would do and changes nothing.
+///
+/// # Errors
+/// The kubeconfig cannot be used, its credentials lack a permission, the manifests directory
+/// is not there, the kube-apiserver listens behind the fronts ([`ErrorKind::Refused`]), or
+/// the file cannot be removed.
+pub async fn remove_front(
+    args: &ClientArgs,
+    node: &str,
+    manifests_dir: &std::path::Path,
+    dry_run: bool,
+) -> Result<FrontOutcome, Error> {
+    if !manifests_dir.is_dir() {
+        return Err(FrontInstallError::Files(FilesError::NoManifestsDir {
+            path: manifests_dir.to_path_buf(),
+        })
+        .into());
+    }
+    let clients = client::connect(args).await?;
+    connect::check_access(
+        &clients,
+        "selfhost front remove",
+        permission::UPGRADER,
+        &access::front_remove(),
+    )
+    .await?;
+    Ok(front::install::remove(&clients.api, node, manifests_dir, dry_run).await?)
 }
 
 /// A node's API front's static pod, as `convert to-self-hosted` writes it.

@@ -9,7 +9,7 @@ use selfhost_core::front::{FrontState, NodeApiFront, is_front};
 use selfhost_core::observation::{ApiHealth, Observation};
 use serde::Serialize;
 
-use crate::checkpoint::install::running;
+use crate::mirror_pod::running;
 
 /// The control plane as `status` shows it.
 #[derive(Debug, Clone, Serialize)]

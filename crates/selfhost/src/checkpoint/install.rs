@@ -12,23 +12,18 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-use kube::api::ListParams;
 use selfhost_core::checkpoint::{CHECKPOINT_DIR, CHECKPOINTER_MANIFEST, CheckpointerPod};
-use selfhost_core::component::NAMESPACE;
 use serde::Serialize;
 use tokio::time::Instant;
 
 use super::disk::NodeDisk;
 use super::grant::{self, GrantError, LeaseAccess};
+use crate::mirror_pod::wait_running;
 use crate::node_files::{FilesError, remove_if_present, write_whole};
 
 /// How long the kubelet may take to start the checkpointer before the install says it does
 /// not run: an image pull on a slow registry.
 pub const DEFAULT_START_PATIENCE: Duration = Duration::from_secs(120);
-/// How often the mirror pod is read while waiting.
-const POLL: Duration = Duration::from_millis(250);
 
 /// Where the checkpointer's static pod goes, and what it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,7 +243,7 @@ pub async fn install(
         write_whole(&manifest, &request.manifests_dir, &content, 0o600)?;
     }
     let until = Instant::now() + request.patience;
-    Ok(match wait_running(api, node, until).await {
+    Ok(match wait_running(api, &mirror_name(node), until).await {
         Ok(()) => CheckpointerOutcome::Running {
             manifest,
             written,
@@ -333,58 +328,7 @@ pub async fn remove(
     })
 }
 
-/// Waits until the checkpointer's mirror pod on `node` is Running with its container ready,
-/// or says what it shows at `until`. It lists by name rather than gets: the conversion's
-/// permissions include listing pods in kube-system, and nothing more is needed.
-async fn wait_running(api: &kube::Client, node: &str, until: Instant) -> Result<(), String> {
-    let pods: Api<Pod> = Api::namespaced(api.clone(), NAMESPACE);
-    let name = mirror_name(node);
-    let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
-    loop {
-        let shown = match pods.list(&by_name).await {
-            Ok(list) => match list.items.first() {
-                Some(pod) => match running(pod) {
-                    Ok(()) => return Ok(()),
-                    Err(why) => why,
-                },
-                None => format!(
-                    "the kubelet has not published its mirror pod {NAMESPACE}/{name} (is the \
-                     manifests directory the kubelet's staticPodPath?)"
-                ),
-            },
-            Err(e) => format!("listing pod {NAMESPACE}/{name}: {e}"),
-        };
-        if Instant::now() >= until {
-            return Err(shown);
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
 /// The checkpointer's mirror pod on `node`.
 pub fn mirror_name(node: &str) -> String {
     format!("{}-{node}", selfhost_core::checkpoint::CHECKPOINTER_NAME)
-}
-
-/// Whether the pod runs with its container ready, or what it shows instead.
-pub fn running(pod: &Pod) -> Result<(), String> {
-    let status = pod.status.as_ref();
-    let container = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.first());
-    if container.is_some_and(|c| c.ready) {
-        return Ok(());
-    }
-    let waiting = container
-        .and_then(|c| c.state.as_ref())
-        .and_then(|s| s.waiting.as_ref());
-    if let Some(waiting) = waiting {
-        let reason = waiting.reason.as_deref().unwrap_or("Waiting");
-        return Err(match &waiting.message {
-            Some(message) => format!("its container waits: {reason}: {message}"),
-            None => format!("its container waits: {reason}"),
-        });
-    }
-    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-    Err(format!("its pod is {phase}, its container not ready"))
 }

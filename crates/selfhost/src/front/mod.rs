@@ -7,6 +7,7 @@
 
 mod check;
 mod error;
+pub(crate) mod install;
 mod proxy;
 mod state;
 
