@@ -81,7 +81,9 @@ mod tests {
         let not_running = FrontState::NotRunning {
             why: "its container waits: ErrImagePull".into(),
         };
-        let rows: Vec<(&str, bool, Vec<NodeApiFront>, Option<Verdict>, &str)> = vec![
+        // (why, behind fronts, the nodes' fronts, verdict, what the message says)
+        type Row = (&'static str, bool, Vec<NodeApiFront>, Option<Verdict>, &'static str);
+        let rows: Vec<Row> = vec![
             (
                 "no front anywhere, none needed",
                 false,
