@@ -11,6 +11,7 @@
 //! The front binds the node's address, never the wildcard: a connection to a backend address
 //! where no kube-apiserver listens yet must be refused, not land on the front itself.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -116,7 +117,19 @@ impl FrontLayout {
         ds.metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(FRONT_ANNOTATION))
+            .map_or(Ok(None), FrontLayout::of_annotations)
+    }
+
+    /// The layout a DaemonSet's annotations name, as an observation holds them (`None`: its
+    /// pods listen without a front).
+    ///
+    /// # Errors
+    /// The annotation is there and unreadable.
+    pub fn of_annotations(
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<Option<Self>, LayoutError> {
+        annotations
+            .get(FRONT_ANNOTATION)
             .map(|value| FrontLayout::parse(value))
             .transpose()
     }
@@ -154,6 +167,22 @@ pub fn listening_on(mut spec: PodSpec, address: IpAddr) -> PodSpec {
         }
     }
     spec
+}
+
+/// The address a kube-apiserver pod's readiness probe asks (`None`: no HTTP readiness probe,
+/// or one aimed at the kubelet's default, the pod's IP, which on the host network is any
+/// process's on the node).
+pub fn readiness_probed_at(spec: &PodSpec) -> Option<IpAddr> {
+    spec.containers
+        .first()?
+        .readiness_probe
+        .as_ref()?
+        .http_get
+        .as_ref()?
+        .host
+        .as_deref()?
+        .parse()
+        .ok()
 }
 
 /// The address a kube-apiserver's pod listens on by its `--bind-address` (`None`: the

@@ -18,7 +18,9 @@ mod pod;
 mod pool;
 
 pub use health::{BackendHealth, Check, HealthPolicy, Transition};
-pub use layout::{FRONT_ANNOTATION, FrontLayout, LayoutError, bound_address, listening_on};
+pub use layout::{
+    FRONT_ANNOTATION, FrontLayout, LayoutError, bound_address, listening_on, readiness_probed_at,
+};
 pub use pod::{
     CHECK_SERVER_NAME, CLUSTER_CA_FILE, DEFAULT_SECURE_PORT, FRONT_LABEL, FRONT_MANIFEST,
     FRONT_NAME, FrontPod, FrontTuning, api_address, is_front,
