@@ -9,6 +9,7 @@ mod builder_backup;
 mod builder_rollout;
 mod drain;
 mod finishing;
+mod front;
 mod hold;
 mod laws;
 mod leases;
