@@ -14,8 +14,9 @@
 //! |---|---|
 //! | [`Starting`](super::Phase::Starting) | the backup listens on the layout's backup address with its probes there, and keeps the annotation; it runs a pod on every node, never a record only |
 //! | [`BackingUp`](super::Phase::BackingUp) | a backup pod serves once Ready ([`Serving::OwnAddress`](super::Serving::OwnAddress)): no soak, no identity Lease; the update holds the rollout whether or not the templates share the port |
-//! | [`RollingOut`](super::Phase::RollingOut) | a node's old pod goes once its backup pod is Ready, with a grace of its shutdown delay plus the shortened grace; a new pod serves once Ready; no node is vacated |
-//! | [`DrainingBackup`](super::Phase::DrainingBackup) | the backup is deleted at once, on any number of nodes |
+//! | [`RollingOut`](super::Phase::RollingOut) | a node's old pod goes once its backup pod is Ready, with a grace of its shutdown delay plus the shortened grace; a new pod serves once Ready; no node is vacated; at the end the backup is deleted at once, on any number of nodes |
+//! | [`RollingBack`](super::Phase::RollingBack) | a restored pod serves once Ready; the backup is deleted at once |
+//! | [`DrainingBackup`](super::Phase::DrainingBackup) | a removal begun node by node (by a run without the front) deletes the rest at once |
 //!
 //! Why each holds:
 //! - **Ready is the proof.** The two processes of a node never share a socket, and each

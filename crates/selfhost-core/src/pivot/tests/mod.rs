@@ -10,6 +10,7 @@ mod builder_rollout;
 mod drain;
 mod finishing;
 mod front;
+mod front_laws;
 mod hold;
 mod laws;
 mod leases;
