@@ -1,15 +1,21 @@
 //! What a pivot will cost on this cluster, stated before it runs.
 //!
-//! The cost follows from the cluster's shape alone: how many control-plane nodes serve
-//! behind the load balancer, whether the live and the target templates (and so the backup)
-//! let two processes share a port, and whether kube-apiservers publish identity Leases. The
-//! figures are the measured behaviour of real processes:
+//! The cost follows from the cluster's shape alone: whether the kube-apiservers listen behind
+//! each node's API front (`front_shape.rs`), how many control-plane nodes serve behind the
+//! load balancer, whether the live and the target templates (and so the backup) let two
+//! processes share a port, and whether kube-apiservers publish identity Leases. The figures
+//! are the measured behaviour of real processes:
 //! a starting kube-apiserver takes a share of new connections ~1.7 s before it serves, the
 //! kubelet's crash-loop back-off reaches 5 min, a leader Lease lasts 15 s and a standby
 //! retries every 2 s (every 500 ms in the templates selfhost writes).
 
+mod front_shape;
+#[cfg(test)]
+mod front_tests;
 #[cfg(test)]
 mod tests;
+
+pub use front_shape::FrontShape;
 
 use std::time::Duration;
 
@@ -64,6 +70,8 @@ pub struct ClusterShape {
     pub max_unavailable: Option<i32>,
     /// Identity Leases.
     pub identity_leases: IdentityLeases,
+    /// Whether the kube-apiservers listen behind each node's API front.
+    pub front: FrontShape,
 }
 
 impl ClusterShape {
@@ -88,6 +96,55 @@ impl ClusterShape {
                 IdentityPublishing::NotPublished => IdentityLeases::NotPublished,
                 IdentityPublishing::Undetermined { .. } => IdentityLeases::Unknown,
             },
+            front: FrontShape::observe(component, live, target),
+        }
+    }
+
+    /// The front's layout, when the kube-apiserver's pivot runs behind the node's API front
+    /// (see [`FrontShape::layout`]).
+    pub fn behind_front(&self) -> Option<crate::front::FrontLayout> {
+        self.front.layout()
+    }
+
+    /// Whether a backup cannot serve before the old pods have stopped: the live template
+    /// does not share its port, and no front gives the backup an address of its own.
+    pub fn backup_waits_for_the_port(&self) -> bool {
+        !self.live_shares_port && self.behind_front().is_none()
+    }
+}
+
+/// How a component's pivot hands over, in a word for the plan's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandOver {
+    /// Behind each node's API front: the backup listens on an address of its own, and the
+    /// front moves new connections to it while the kube-apiserver restarts.
+    Front,
+    /// Several nodes behind a load balancer: each node leaves it while its kube-apiserver is
+    /// replaced, and the others serve.
+    Balancer,
+    /// One node, port sharing: the backup serves beside the old and the new kube-apiserver on
+    /// the shared port.
+    SharedPort,
+    /// One node without port sharing: the backup takes the port once the old process has
+    /// stopped, after an outage.
+    Restart,
+    /// The controller-manager or scheduler: a standby takes the leader Lease.
+    Lease,
+    /// None: the pivot is refused on this shape.
+    Refused,
+}
+
+impl HandOver {
+    /// The word the plan's table shows.
+    pub fn word(self) -> &'static str {
+        match self {
+            HandOver::Front => "front",
+            HandOver::Balancer => "balancer",
+            HandOver::SharedPort => "shared port",
+            HandOver::Restart => "restart",
+            HandOver::Lease => "lease",
+            HandOver::Refused => "refused",
         }
     }
 }
@@ -117,6 +174,8 @@ pub enum ApiImpact {
 pub struct ExpectedDisruption {
     /// The component.
     pub component: Component,
+    /// How the pivot hands over on this shape.
+    pub hand_over: HandOver,
     /// What API clients see.
     pub api: ApiImpact,
     /// Bound of each leaderless gap of the controller-manager or scheduler, in seconds.
@@ -138,6 +197,7 @@ pub struct ExpectedDisruption {
 pub fn expected_disruption(component: Component, shape: &ClusterShape) -> ExpectedDisruption {
     let mut out = ExpectedDisruption {
         component,
+        hand_over: HandOver::Refused,
         api: ApiImpact::None,
         leaderless_gap_seconds: None,
         leader_changes: 0,
@@ -147,6 +207,23 @@ pub fn expected_disruption(component: Component, shape: &ClusterShape) -> Expect
         explanation: Vec::new(),
     };
     let daemonset = component.daemonset_name();
+    if let Some((blocked, fix)) = shape.front.blocked(&daemonset) {
+        out.blocked = Some(blocked);
+        out.fix = Some(fix);
+        return out;
+    }
+    // Behind a front no two processes share a socket: the port-sharing rules below do not
+    // apply.
+    if let Some(layout) = shape.behind_front() {
+        front_shape::explain(
+            &mut out,
+            &shape.front,
+            layout,
+            shape.nodes,
+            shape.live_shares_port && shape.target_shares_port,
+        );
+        return out;
+    }
     if !shape.target_shares_port {
         out.blocked = Some(format!(
             "the target template of {component} lacks --{PERMIT_PORT_SHARING}=true, so its \
@@ -208,6 +285,7 @@ pub fn expected_disruption(component: Component, shape: &ClusterShape) -> Expect
 fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) {
     match (shape.live_shares_port, single) {
         (true, true) => {
+            out.hand_over = HandOver::SharedPort;
             out.api = ApiImpact::ListenBeforeServe {
                 windows: 2,
                 window_ms: duration_ms(LISTEN_BEFORE_SERVE),
@@ -221,6 +299,7 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
             ));
         }
         (true, false) | (false, false) => {
+            out.hand_over = HandOver::Balancer;
             out.explanation.push(format!(
                 "{} control-plane nodes behind a health-checked load balancer: while one \
                  node hands over, the others serve; no failed requests expected",
@@ -276,6 +355,7 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
             });
         }
         (false, true) => {
+            out.hand_over = HandOver::Restart;
             out.api = ApiImpact::Outage {
                 up_to_seconds: MAX_CRASH_LOOP_BACK_OFF.as_secs(),
             };
@@ -310,6 +390,7 @@ fn api_server(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) 
 }
 
 fn leader(out: &mut ExpectedDisruption, shape: &ClusterShape, single: bool) {
+    out.hand_over = HandOver::Lease;
     out.leader_changes = 2;
     if !shape.live_shares_port && single {
         out.leaderless_gap_seconds =

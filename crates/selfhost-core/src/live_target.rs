@@ -10,14 +10,43 @@
 //! by deleting its pods, and on one node the deleted pod is the only process that could
 //! recreate (or schedule) its replacement. So the target carries it, as every DaemonSet
 //! selfhost renders does, and the upgrade's own pivot rolls it out; the plan's diff shows it.
+//!
+//! Whatever the source, a kube-apiserver whose live DaemonSet listens behind the node's API
+//! front keeps listening there ([`keep_front`]).
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
 use crate::component::Component;
 use crate::control_plane::supports_port_sharing;
 use crate::disruption::permits_port_sharing;
+use crate::front::{FrontLayout, listening_on};
+use crate::observation::DaemonSetObservation;
 use crate::pivot::with_port_sharing;
 use crate::version::KubeVersion;
+
+/// `target` (rendered from a kubeadm configuration, or from the live template) kept behind the
+/// node's API front where the live DaemonSet is: the kube-apiserver whose DaemonSet's
+/// annotation names a layout listens on the layout's address for the DaemonSet's pods, with
+/// its probes aimed there ([`listening_on`]). A configuration renders the kube-apiserver on
+/// every address, and the upgrade would otherwise take it off the front; the annotation
+/// itself stays, as the update writes the template only. An unreadable annotation leaves
+/// `target` as it is: the pivot's expected disruption refuses it with the fix
+/// ([`crate::disruption::FrontShape`]).
+pub fn keep_front(
+    component: Component,
+    live: Option<&DaemonSetObservation>,
+    mut target: PodTemplateSpec,
+) -> PodTemplateSpec {
+    let layout = live
+        .filter(|_| component == Component::ApiServer)
+        .and_then(|ds| FrontLayout::of_annotations(&ds.annotations).ok().flatten());
+    if let Some(layout) = layout
+        && let Some(spec) = target.spec.take()
+    {
+        target.spec = Some(listening_on(spec, layout.backend));
+    }
+    target
+}
 
 /// The target of `component` at `version` made from its `live` template: [`bump_images`],
 /// with `--permit-port-sharing=true` added when the live template does not pass it and
@@ -185,6 +214,74 @@ mod tests {
                 live_target(cm, &target, &version(to)),
                 target,
                 "{case}: a second run renders the same target"
+            );
+        }
+    }
+
+    /// A kube-apiserver behind the front keeps its address in the target, from either source:
+    /// the live template (which listens there already) or a configuration's rendering (which
+    /// listens on every address); the plan's diff then shows no change of address.
+    #[test]
+    fn the_target_of_a_kube_apiserver_behind_a_front_stays_behind_it() {
+        use crate::front::{FRONT_ANNOTATION, bound_address, readiness_probed_at};
+        use crate::observation::builder::{NEW, World, template};
+        let api = Component::ApiServer;
+        let world = World::steady(api, 1).behind_front();
+        let live = world.obs.real.clone().expect("real");
+        let backend = Some(crate::front::FrontLayout::default().backend);
+        // As a configuration renders it: the target version, kubeadm's probes, no
+        // --bind-address.
+        let mut rendered = live_target(api, &live.template, &version(NEW));
+        let spec = rendered.spec.as_mut().expect("spec");
+        if let Some(command) = spec.containers[0].command.as_mut() {
+            command.retain(|arg| !arg.starts_with("--bind-address"));
+        }
+        if let Some(get) = spec.containers[0]
+            .readiness_probe
+            .as_mut()
+            .and_then(|p| p.http_get.as_mut())
+        {
+            get.host = None;
+        }
+        assert_eq!(bound_address(spec), None);
+        let sources = [
+            (
+                "the live template",
+                live_target(api, &live.template, &version(NEW)),
+            ),
+            ("a configuration", rendered),
+        ];
+        for (source, target) in sources {
+            let kept = keep_front(api, Some(&live), target);
+            let spec = kept.spec.as_ref().expect("spec");
+            assert_eq!(bound_address(spec), backend, "{source}");
+            assert_eq!(readiness_probed_at(spec), backend, "{source}");
+            let diff = crate::render::template_diff(&live.template, &kept).expect("diff");
+            assert!(!diff.contains("bind-address"), "{source}: {diff}");
+            assert!(!diff.contains("host:"), "{source}: {diff}");
+            assert!(diff.contains(NEW), "{source}: {diff}");
+        }
+
+        // Nothing else is moved: another component, no annotation, an unreadable one (the
+        // pivot refuses it with its fix).
+        let mut unreadable = live.clone();
+        unreadable
+            .annotations
+            .insert(FRONT_ANNOTATION.into(), "127.0.0.1".into());
+        let plain = World::steady(api, 1).obs.real.expect("real");
+        let scheduler = World::steady(Component::Scheduler, 1).behind_front();
+        let mut scheduler_ds = scheduler.obs.real.clone().expect("real");
+        scheduler_ds.template = template(Component::Scheduler, NEW, true);
+        for (case, component, ds) in [
+            ("no annotation", api, &plain),
+            ("unreadable", api, &unreadable),
+            ("the scheduler", Component::Scheduler, &scheduler_ds),
+        ] {
+            let target = template(component, NEW, true);
+            assert_eq!(
+                keep_front(component, Some(ds), target.clone()),
+                target,
+                "{case}"
             );
         }
     }

@@ -111,7 +111,7 @@ pub use selfhost_core::checkpoint::{
 pub use selfhost_core::component::NAMESPACE;
 pub use selfhost_core::config::ClusterConfig;
 pub use selfhost_core::conversion::decide::Direction;
-pub use selfhost_core::disruption::{ApiImpact, ExpectedDisruption};
+pub use selfhost_core::disruption::{ApiImpact, ExpectedDisruption, HandOver};
 pub use selfhost_core::front::{
     FRONT_ANNOTATION, FRONT_MANIFEST, FRONT_NAME, FrontLayout, FrontPod, FrontTuning,
     LayoutError as FrontLayoutError,

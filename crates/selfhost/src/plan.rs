@@ -165,9 +165,11 @@ pub async fn make_plan(
             templates: live
                 .iter()
                 .map(|(c, ds)| {
+                    let rendered =
+                        selfhost_core::live_target::live_target(*c, &ds.template, &request.version);
                     (
                         *c,
-                        selfhost_core::live_target::live_target(*c, &ds.template, &request.version),
+                        selfhost_core::live_target::keep_front(*c, Some(ds), rendered),
                     )
                 })
                 .collect(),

@@ -2,7 +2,8 @@
 //! (a file, else the cluster's `kube-system/kubeadm-config`), or — for clusters without one —
 //! the live template with the component's image moved to the target version and
 //! `--permit-port-sharing=true` added where it lacks it
-//! ([`selfhost_core::live_target`]).
+//! ([`selfhost_core::live_target`]). Either way a kube-apiserver behind the node's API front
+//! stays behind it ([`keep_front`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use selfhost_core::component::NAMESPACE;
 use selfhost_core::config::{CONFIGMAP_KEY, CONFIGMAP_NAME, ClusterConfig, ConfigError};
 use selfhost_core::control_plane::{K8S_CERTS_VOLUME, NodeContext, static_pod};
 use selfhost_core::daemonset::{CertsError, DaemonSetOptions, build_daemonset};
-use selfhost_core::live_target::live_target;
+use selfhost_core::live_target::{keep_front, live_target};
 use selfhost_core::observation::DaemonSetObservation;
 use selfhost_core::version::KubeVersion;
 use serde::Serialize;
@@ -156,10 +157,9 @@ pub fn targets(
     let source = match config {
         Some((config, source)) => {
             for component in Component::ALL {
-                templates.insert(
-                    component,
-                    render_from_config(component, config, version, live.get(&component))?,
-                );
+                let live = live.get(&component);
+                let rendered = render_from_config(component, config, version, live)?;
+                templates.insert(component, keep_front(component, live, rendered));
             }
             source
         }
@@ -168,7 +168,8 @@ pub fn targets(
                 let ds = live
                     .get(&component)
                     .ok_or(TargetError::NoLiveTemplate(component))?;
-                templates.insert(component, live_target(component, &ds.template, version));
+                let rendered = live_target(component, &ds.template, version);
+                templates.insert(component, keep_front(component, Some(ds), rendered));
             }
             TemplateSource::LiveTemplates
         }
@@ -178,4 +179,86 @@ pub fn targets(
         source,
         templates,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
+    use selfhost_core::front::{FrontLayout, bound_address, listening_on, readiness_probed_at};
+    use selfhost_core::render::template_diff;
+
+    use super::*;
+
+    /// A DaemonSet with `template`.
+    fn daemonset(template: PodTemplateSpec) -> DaemonSet {
+        DaemonSet {
+            spec: Some(DaemonSetSpec {
+                template,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// The live kube-apiserver DaemonSet of a kubeadm cluster at `version`, moved behind the
+    /// node's API front with the default layout.
+    fn live_behind_front(config: &ClusterConfig, version: &KubeVersion) -> DaemonSetObservation {
+        let mut template =
+            render_from_config(Component::ApiServer, config, version, None).expect("a template");
+        let layout = FrontLayout::default();
+        template.spec = template.spec.map(|s| listening_on(s, layout.backend));
+        let mut ds = daemonset(template);
+        layout.annotate(&mut ds);
+        DaemonSetObservation::from_daemonset(&ds, &[])
+    }
+
+    /// From a kubeadm configuration (which renders the kube-apiserver on every address) and
+    /// from the live templates, a kube-apiserver behind the front stays there, and the plan's
+    /// diff shows the version, not a move.
+    #[test]
+    fn targets_of_a_kube_apiserver_behind_a_front_keep_its_address() {
+        let from = KubeVersion::parse("v1.33.1").expect("version");
+        let to = KubeVersion::parse("v1.34.0").expect("version");
+        let config = ClusterConfig::default_for(&from);
+        let live_api = live_behind_front(&config, &from);
+        let mut live = BTreeMap::from([(Component::ApiServer, live_api.clone())]);
+        for component in [Component::ControllerManager, Component::Scheduler] {
+            let template = render_from_config(component, &config, &from, None).expect("a template");
+            let ds = daemonset(template);
+            live.insert(component, DaemonSetObservation::from_daemonset(&ds, &[]));
+        }
+        let backend = Some(FrontLayout::default().backend);
+        let sources = [
+            (
+                "the cluster's kubeadm configuration",
+                targets(
+                    &to,
+                    Some((&config, TemplateSource::ClusterConfigMap)),
+                    &live,
+                ),
+            ),
+            ("the live templates", targets(&to, None, &live)),
+        ];
+        for (source, made) in sources {
+            let made = made.expect("targets");
+            let api = made.templates.get(&Component::ApiServer).expect("api");
+            let spec = api.spec.as_ref().expect("spec");
+            assert_eq!(bound_address(spec), backend, "{source}");
+            assert_eq!(readiness_probed_at(spec), backend, "{source}");
+            let diff = template_diff(&live_api.template, api).expect("a diff");
+            assert!(!diff.contains("bind-address"), "{source}: {diff}");
+            assert!(diff.contains("v1.34.0"), "{source}: {diff}");
+            // The others have no front, and keep the wildcard.
+            for component in [Component::ControllerManager, Component::Scheduler] {
+                let other = made.templates.get(&component).expect("template");
+                assert_eq!(
+                    other.spec.as_ref().and_then(bound_address),
+                    live.get(&component)
+                        .and_then(|ds| ds.template.spec.as_ref())
+                        .and_then(bound_address),
+                    "{source}: {component}"
+                );
+            }
+        }
+    }
 }

@@ -78,14 +78,19 @@ pub fn lines(disruption: &[ComponentDisruption]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use selfhost::Component;
     use selfhost::report::{LeaderChange, MeasuredDisruption};
+    use selfhost::{Component, HandOver};
 
     use super::*;
 
     fn expected(component: Component, api: ApiImpact, gap: Option<u64>) -> ExpectedDisruption {
         ExpectedDisruption {
             component,
+            hand_over: if gap.is_some() {
+                HandOver::Lease
+            } else {
+                HandOver::Balancer
+            },
             api,
             leaderless_gap_seconds: gap,
             leader_changes: if gap.is_some() { 2 } else { 0 },

@@ -55,7 +55,9 @@ fn impact(api: &ApiImpact) -> String {
 }
 
 /// The plan for people: the checks (one line for a check every component passes), a table
-/// of components with the expected disruption in a few words, the template diffs; with
+/// of components with how each hands over in a word (`front`, `balancer`, `shared port`,
+/// `restart`, `lease`, `refused`) and the expected disruption in a few words, the template
+/// diffs; with
 /// `verbose`, what each check found and why each component's disruption is what it is.
 pub fn render_text(plan: &Plan, verbose: bool) -> String {
     let mut out = format!(
@@ -133,6 +135,7 @@ pub fn render_text(plan: &Plan, verbose: bool) -> String {
                 } else {
                     "no (already on target)".into()
                 },
+                c.expected.hand_over.word().to_string(),
                 impact(&c.expected.api),
                 c.expected
                     .leaderless_gap_seconds
@@ -146,6 +149,7 @@ pub fn render_text(plan: &Plan, verbose: bool) -> String {
             "CURRENT",
             "TARGET",
             "CHANGES",
+            "HAND-OVER",
             "API IMPACT",
             "LEADERLESS GAP",
         ],

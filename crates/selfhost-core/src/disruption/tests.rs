@@ -11,6 +11,7 @@ fn shape(nodes: usize, live: bool, target: bool, identities: IdentityLeases) -> 
         target_shares_port: target,
         max_unavailable: Some(1),
         identity_leases: identities,
+        front: FrontShape::Absent,
     }
 }
 

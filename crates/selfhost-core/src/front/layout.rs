@@ -114,13 +114,14 @@ impl FrontLayout {
     /// # Errors
     /// The annotation is there and unreadable.
     pub fn of_daemonset(ds: &DaemonSet) -> Result<Option<Self>, LayoutError> {
-        match &ds.metadata.annotations {
-            Some(annotations) => FrontLayout::of_annotations(annotations),
-            None => Ok(None),
-        }
+        ds.metadata
+            .annotations
+            .as_ref()
+            .map_or(Ok(None), FrontLayout::of_annotations)
     }
 
-    /// The layout a DaemonSet's annotations name (`None`: its pods listen without a front).
+    /// The layout a DaemonSet's annotations name, as an observation holds them (`None`: its
+    /// pods listen without a front).
     ///
     /// # Errors
     /// The annotation is there and unreadable.
@@ -229,6 +230,22 @@ fn loopback_of(bind: Option<&str>) -> String {
         Some(IpAddr::V6(_)) => "::1".to_string(),
         _ => "127.0.0.1".to_string(),
     }
+}
+
+/// The address a kube-apiserver pod's readiness probe asks (`None`: no HTTP readiness probe,
+/// or one aimed at the kubelet's default, the pod's IP, which on the host network is any
+/// process's on the node).
+pub fn readiness_probed_at(spec: &PodSpec) -> Option<IpAddr> {
+    spec.containers
+        .first()?
+        .readiness_probe
+        .as_ref()?
+        .http_get
+        .as_ref()?
+        .host
+        .as_deref()?
+        .parse()
+        .ok()
 }
 
 /// The address a kube-apiserver's pod listens on by its `--bind-address` (`None`: the

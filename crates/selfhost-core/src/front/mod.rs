@@ -21,6 +21,7 @@ mod presence;
 pub use health::{BackendHealth, Check, HealthPolicy, Transition};
 pub use layout::{
     FRONT_ANNOTATION, FrontLayout, LayoutError, bound_address, listening_on, out_of_front,
+    readiness_probed_at,
 };
 pub use pod::{
     CHECK_SERVER_NAME, CLUSTER_CA_FILE, DEFAULT_SECURE_PORT, FRONT_LABEL, FRONT_MANIFEST,

@@ -9,13 +9,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Container, HTTPGetAction, PodSpec, PodTemplateSpec, Probe};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::component::Component;
 use crate::daemonset::self_hosted_labels;
+use crate::front::{FrontLayout, listening_on};
 use crate::observation::{
     ApiHealth, BackupObservation, ContainerObservation, ContainerState, DaemonSetCounters,
     DaemonSetObservation, IdentitySighting, LeaderLease, NodeObservation, NodeReadiness,
@@ -70,6 +71,31 @@ pub(crate) fn template(component: Component, v: &str, port_sharing: bool) -> Pod
     }
 }
 
+/// `template` as behind the node's API front: its kube-apiserver listens on `address`, where
+/// its readiness probe (`GET /readyz`, as kubeadm's) asks.
+pub(crate) fn on_front(
+    mut template: PodTemplateSpec,
+    address: std::net::IpAddr,
+) -> PodTemplateSpec {
+    let Some(spec) = template.spec.take() else {
+        return template;
+    };
+    let mut spec = spec;
+    for container in spec.containers.iter_mut().take(1) {
+        container.readiness_probe = Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/readyz".into()),
+                port: IntOrString::Int(6443),
+                scheme: Some("HTTPS".into()),
+                ..HTTPGetAction::default()
+            }),
+            ..Probe::default()
+        });
+    }
+    template.spec = Some(listening_on(spec, address));
+    template
+}
+
 /// What a pod is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pod {
@@ -105,6 +131,9 @@ pub(crate) struct World {
     /// The hostname every process sees, when it is not its node's name (see
     /// [`World::machine_hostname`]).
     machine_hostname: Option<String>,
+    /// The layout of the node's API front the kube-apiservers listen behind (see
+    /// [`World::behind_front`]).
+    pub(crate) front: Option<FrontLayout>,
 }
 
 impl World {
@@ -179,6 +208,7 @@ impl World {
             revision: "rev-1",
             owners: BTreeMap::new(),
             machine_hostname: None,
+            front: None,
         };
         for node in &node_names {
             let pod = world.pod(
@@ -355,8 +385,41 @@ impl World {
     /// The live template does not permit port sharing.
     pub(crate) fn live_without_port_sharing(mut self) -> Self {
         let component = self.obs.component;
-        self.real_mut().template = template(component, OLD, false);
+        let live = template(component, OLD, false);
+        self.real_mut().template = match self.front {
+            Some(layout) => on_front(live, layout.backend),
+            None => live,
+        };
         self
+    }
+
+    /// The kube-apiservers listen behind each node's API front with the default layout: the
+    /// real DaemonSet is annotated, and its template (and every one [`World::template_for`]
+    /// makes) listens on the layout's address for it.
+    pub(crate) fn behind_front(self) -> Self {
+        self.behind_front_with(FrontLayout::default())
+    }
+
+    /// [`World::behind_front`] with `layout`.
+    pub(crate) fn behind_front_with(mut self, layout: FrontLayout) -> Self {
+        self.front = Some(layout);
+        let real = self.real_mut();
+        real.annotations.insert(
+            crate::front::FRONT_ANNOTATION.into(),
+            layout.to_annotation(),
+        );
+        real.template = on_front(real.template.clone(), layout.backend);
+        self
+    }
+
+    /// The real DaemonSet's template at `v` with port sharing, behind the front if the world
+    /// is.
+    pub(crate) fn template_for(&self, v: &str) -> PodTemplateSpec {
+        let plain = template(self.obs.component, v, true);
+        match self.front {
+            Some(layout) => on_front(plain, layout.backend),
+            None => plain,
+        }
     }
 
     pub(crate) fn node_not_ready(mut self, node: &str) -> Self {

@@ -29,7 +29,7 @@ impl Pivot<'_> {
         created: Option<Timestamp>,
     ) -> Step {
         let shape = ClusterShape::observe(self.obs, &self.target.template);
-        let exclusive = !shape.live_shares_port;
+        let exclusive = shape.backup_waits_for_the_port();
         // The refusals first: they do not depend on the backup, and a record-only backup
         // (`vacate.rs`) made for a target that shares the port must not wait for pods it
         // will never run when the target no longer does.

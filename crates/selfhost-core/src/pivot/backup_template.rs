@@ -12,6 +12,7 @@ use crate::component::{Component, NAMESPACE};
 use crate::control_plane::PERMIT_PORT_SHARING;
 use crate::daemonset::{elect_promptly, self_hosted_labels};
 use crate::disruption::{knows_port_sharing, permits_port_sharing};
+use crate::front::{FrontLayout, listening_on};
 use crate::observation::DaemonSetObservation;
 use crate::version::KubeVersion;
 
@@ -28,11 +29,18 @@ use crate::version::KubeVersion;
 /// template makes share: without this the new pods would crash-loop on the backup's port and
 /// the rollout could never complete. The original template recorded on the backup stays the
 /// live one, so a rollback restores exactly what ran before.
+///
+/// Behind the node's API front (`front`, the layout the real DaemonSet's annotation names) the
+/// backup's kube-apiserver listens on the layout's backup address, with its probes aimed there
+/// ([`listening_on`]): it never shares a socket with the real one, answers its own probes, and
+/// the front passes it connections only while its `/readyz` passes. The backup keeps the
+/// annotation, so that it says by itself where its pods listen.
 pub fn backup_daemonset(
     real: &DaemonSetObservation,
     component: Component,
     target: &KubeVersion,
     now: Timestamp,
+    front: Option<FrontLayout>,
 ) -> Result<DaemonSet, BackupError> {
     let live = DaemonSet {
         metadata: ObjectMeta {
@@ -67,6 +75,14 @@ pub fn backup_daemonset(
         && knows_port_sharing(&real.template, component)
     {
         spec.template = with_port_sharing(spec.template.clone(), component);
+    }
+    if let Some(layout) = front
+        && component == Component::ApiServer
+        && let Some(spec) = backup.spec.as_mut()
+        && let Some(pod) = spec.template.spec.take()
+    {
+        spec.template.spec = Some(listening_on(pod, layout.backup));
+        layout.annotate(&mut backup);
     }
     // The backup's controller-manager or scheduler is the standby the first hand-over goes
     // to: it tries as promptly as the target template's will (see `elect_promptly`).

@@ -119,10 +119,12 @@ impl Pivot<'_> {
     /// an excluded node's pod has yet to be deleted; exclude the next node while two or more
     /// backup pods run; delete the DaemonSet when at most one does.
     pub(super) fn remove_backup(&self, backup: &BackupObservation) -> Step {
-        if self.component() != Component::ApiServer {
-            // Only kube-apiservers sit behind a load balancer that health-checks them; a
-            // standby of the other components leaves nothing to drain, and their leader
-            // hand-over (`leader.rs`) reads the backup's deletion as its pods going.
+        // Only kube-apiservers sit behind a load balancer that health-checks them; a standby
+        // of the other components leaves nothing to drain, and their leader hand-over
+        // (`leader.rs`) reads the backup's deletion as its pods going. Behind the node's API
+        // front a stopping backup process fails only its own checks, not its node's
+        // (`front.rs`).
+        if self.component() != Component::ApiServer || self.front().is_some() {
             return Step::RemoveBackup {
                 name: backup.daemonset.name.clone(),
                 uid: backup.daemonset.uid.clone(),

@@ -14,10 +14,12 @@
 //! `replacing.rs`, `replace_on_delete`). On two nodes or more each node's turn begins by taking
 //! the backup's pod off it (`vacate.rs`), so that the node is out of the load balancer while
 //! its new kube-apiserver joins the port; on one node the backup serves on it throughout, as
-//! there is nowhere else for clients to go. When every node's new pod serves, the recorded strategy
-//! is written back ([`Step::RestoreUpdateStrategy`]) before the backup goes; a rollback writes
-//! it back together with the original template, so the controller itself replaces the failed
-//! pods at once (they are not available, or are on nodes the backup serves).
+//! there is nowhere else for clients to go; behind the node's API front the backup serves on
+//! every node throughout, and the front moves the node's new connections to it (`front.rs`).
+//! When every node's new pod serves, the recorded strategy is written back
+//! ([`Step::RestoreUpdateStrategy`]) before the backup goes; a rollback writes it back together
+//! with the original template, so the controller itself replaces the failed pods at once (they
+//! are not available, or are on nodes the backup serves).
 //!
 //! Changing only the update strategy leaves the pods alone: the DaemonSet controller's
 //! revision hash and the `deprecated.daemonset.template.generation` annotation are computed
@@ -36,14 +38,17 @@ impl Pivot<'_> {
     /// The strategy the update to the target sets, with the annotation that records the one
     /// it replaces: only for the kube-apiserver (whose readiness probe can lie), only where
     /// the controller would roll by itself, and only where the backup can serve beside the old
-    /// and the new pods (with exclusive ports the old pod must stop before anything else can
-    /// serve, and the controller's own rolling update is the hand-over).
+    /// and the new pods: behind the node's API front, on an address of its own, or else on a
+    /// port the live and target templates share (with exclusive ports the old pod must stop
+    /// before anything else can serve, and the controller's own rolling update is the
+    /// hand-over).
     pub(super) fn hold_on_update(&self) -> Option<(DaemonSetUpdateStrategy, String)> {
         if self.component() != Component::ApiServer || self.real.is_on_delete() {
             return None;
         }
         let shape = ClusterShape::observe(self.obs, &self.target.template);
-        if !(shape.live_shares_port && shape.target_shares_port) {
+        let shares_port = shape.live_shares_port && shape.target_shares_port;
+        if !(shape.behind_front().is_some() || shares_port) {
             return None;
         }
         let original = self.real.update_strategy.clone().unwrap_or_default();

@@ -33,6 +33,11 @@
 //! | [`RollingOut`](Phase::RollingOut) | the real DaemonSet is on the target | waits for the rollout (held node by node: `hold.rs`, `vacate.rs`, `replacing.rs`), removes the backup; rolls back on failure (`rolling_out.rs`) |
 //! | [`BackingUp`](Phase::BackingUp) | the real DaemonSet is not on the target yet | waits until the backup serves, updates the real DaemonSet (`backing_up.rs`) |
 //!
+//! Behind each node's API front (the real kube-apiserver DaemonSet annotated
+//! [`crate::front::FRONT_ANNOTATION`]) the phases are the same; a few of their decisions differ,
+//! because the backup listens on an address of its own and the front moves new connections:
+//! `front.rs` has the table.
+//!
 //! Steps that only speed a wait up — a gone leader's Lease handed over (`leader.rs`), a
 //! lingering kube-apiserver deleted again with a short grace (`linger.rs`) — may come first in
 //! the phases that wait. Every interrupted state is in some phase, whose decision continues
@@ -47,6 +52,7 @@
 //! |---|---|---|
 //! | backup DaemonSet | target version, original template ([`crate::backup`]) | [`Step::CreateBackup`], [`Step::AdoptBackup`] |
 //! | backup DaemonSet | [`BACKUP_CREATED_AT`]: start of the backup wait | [`Step::CreateBackup`] |
+//! | backup DaemonSet | [`crate::front::FRONT_ANNOTATION`], as on the real DaemonSet: the backup's pods listen on its backup address (`front.rs`) | [`Step::CreateBackup`] |
 //! | real DaemonSet | [`UPDATE_STARTED_AT`]: start of the rollout deadline | [`Step::UpdateReal`] |
 //! | real DaemonSet | [`BACKUP_IDENTITIES`]: which identity holder is each backup pod's | [`Step::UpdateReal`] |
 //! | real DaemonSet | [`APPLIED_TEMPLATE_HASH`], [`APPLIED_OVER_GENERATION`]: which template we applied on top of which | [`Step::UpdateReal`], [`Step::RollBack`] |
@@ -72,10 +78,12 @@ mod decision_inputs;
 mod drain;
 mod exclusion;
 mod foreign_backup;
+mod front;
 mod hold;
 mod leader;
 mod linger;
 mod new_leader;
+mod own_address;
 mod pending;
 mod phase;
 mod refusals;

@@ -69,6 +69,9 @@ impl Pivot<'_> {
             .pods_on(node)
             .find_map(|b| pod_serves(self.obs, self.target, b).ok())?;
         let held = self.held_strategy().is_some();
+        if held && let Some(layout) = self.front() {
+            return Some(self.replace_behind_front(pod, node, layout));
+        }
         // Under selfhost's own hold the old pod goes as the controller would delete it, with
         // its own grace period (its `--shutdown-delay-duration` drains it); the grace is
         // shortened once that delay is over (`linger.rs`).
@@ -77,7 +80,9 @@ impl Pivot<'_> {
             Serving::Identity { .. } | Serving::Recorded { .. } | Serving::Identities { .. } => {
                 Some(self.shortened_grace_seconds())
             }
-            Serving::Soaked | Serving::Alone | Serving::Standby => None,
+            Serving::Soaked | Serving::Alone | Serving::OwnAddress { .. } | Serving::Standby => {
+                None
+            }
         };
         Some(Step::DeleteOldPod {
             pod: pod.name.clone(),

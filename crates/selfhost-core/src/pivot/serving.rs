@@ -39,8 +39,14 @@
 //! host for counting, with the sightings that tell no node as its holders (one control-plane
 //! node is always the host of every sighting).
 //!
+//! Behind the node's API front none of this is needed: a kube-apiserver that listens on an
+//! address of its own, which no other process of its node may listen at, answers its own
+//! readiness probe (`own_address.rs`), and its Ready is the proof ([`Serving::OwnAddress`]).
+//!
 //! Controller-managers and schedulers publish nothing while on standby; for them serving
 //! means running as a standby: Ready, running, on a Ready node.
+
+use std::net::IpAddr;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -50,6 +56,7 @@ use super::annotations::{
 };
 use super::backup_identities::recorded_identity;
 use super::exclusion::runs_as_record_only;
+use super::own_address::own_address;
 use super::target::Target;
 use crate::component::Component;
 use crate::observation::{
@@ -88,6 +95,12 @@ pub enum Serving {
     /// A kube-apiserver on a cluster without identity Leases whose Ready can only be its own
     /// answer: see `answers_its_own_probe`.
     Alone,
+    /// A kube-apiserver listening, and probed, on an address no other process of its node
+    /// may listen at (behind the node's API front): its Ready is its own answer.
+    OwnAddress {
+        /// The address.
+        address: IpAddr,
+    },
     /// A controller-manager or scheduler running as a standby (or leader).
     Standby,
 }
@@ -117,6 +130,9 @@ pub fn pod_serves(
     }
     if obs.component != Component::ApiServer {
         return Ok(Serving::Standby);
+    }
+    if let Some(address) = own_address(obs, pod) {
+        return Ok(Serving::OwnAddress { address });
     }
     match identity_publishing(obs) {
         IdentityPublishing::NotPublished if answers_its_own_probe(obs, pod, name) => {
@@ -216,7 +232,12 @@ pub(crate) fn serves_despite_its_probe(
     if pod_serves(obs, target, pod).is_ok() {
         return true;
     }
-    if obs.component != Component::ApiServer || pod.is_terminating() {
+    // A probe aimed at the pod's own address cannot be answered by another process: its
+    // failure is the pod's own.
+    if obs.component != Component::ApiServer
+        || pod.is_terminating()
+        || own_address(obs, pod).is_some()
+    {
         return false;
     }
     let name = obs.component.name();
@@ -238,6 +259,7 @@ pub(crate) fn soak_ends_at(
     if obs.component != Component::ApiServer
         || identity_publishing(obs) != IdentityPublishing::NotPublished
         || !pod.ready
+        || own_address(obs, pod).is_some()
     {
         return None;
     }

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decision_inputs::Pivot;
+use super::own_address::template_of;
 use crate::command_line::template_flag;
 use crate::component::Component;
 use crate::config::go_duration;
@@ -27,24 +28,29 @@ impl Pivot<'_> {
         Some(time::after(deleted, self.shutdown_delay(pod)))
     }
 
+    /// The grace to delete `old` with where nothing on its node needs it once its shutdown
+    /// delay is over: that delay, in whole seconds rounded up (a grace must not end inside
+    /// it), plus the shortened grace, at most its own grace. With the delay in seconds.
+    pub(super) fn delay_then_shortened_grace(&self, old: &PodObservation) -> (i64, i64) {
+        let own = old
+            .termination_grace_seconds
+            .unwrap_or(crate::daemonset::APISERVER_GRACE_SECONDS);
+        let delay = self.shutdown_delay(old);
+        let delay = i64::try_from(delay.as_secs() + u64::from(delay.subsec_nanos() > 0))
+            .unwrap_or(i64::MAX);
+        (
+            own.min(delay.saturating_add(self.shortened_grace_seconds())),
+            delay,
+        )
+    }
+
     /// `pod`'s `--shutdown-delay-duration`, read from the template it was created from (the
     /// real DaemonSet's for its current pods, the saved original for its old ones, the
     /// backup's for the backup's): none when the template sets no flag (the kube-apiserver's
     /// own default); the delay selfhost's templates set when the template is not known or its
     /// value cannot be read.
     pub(super) fn shutdown_delay(&self, pod: &PodObservation) -> Duration {
-        let backup = self.obs.backup.as_ref();
-        let template = if backup.is_some_and(|b| b.daemonset.pods.iter().any(|p| p.uid == pod.uid))
-        {
-            backup.map(|b| &b.daemonset.template)
-        } else if self.real.is_current(pod) {
-            Some(&self.real.template)
-        } else {
-            backup
-                .and_then(|b| b.record.as_ref().ok())
-                .map(|r| &r.original_template)
-        };
-        template
+        template_of(self.obs, pod)
             .and_then(|t| template_shutdown_delay(t, self.component()))
             .unwrap_or_else(|| go_duration(SHUTDOWN_DELAY).unwrap_or(Duration::from_secs(5)))
     }

@@ -1,7 +1,7 @@
 //! The starting phase: no backup, and the real DaemonSet not on the target. The start checks
 //! (nodes Ready, the DaemonSet converged, a cluster shape the pivot can hand over on), then the
 //! backup — a record only where the kube-apiserver's rollout will be held on two nodes or more
-//! (`vacate.rs`).
+//! (`vacate.rs`), on an address of its own behind the node's API front (`front.rs`).
 
 use super::backup_template::backup_daemonset;
 use super::decision_inputs::Pivot;
@@ -17,7 +17,14 @@ impl Pivot<'_> {
         if let Some(refusal) = self.start_refusal() {
             return refusal;
         }
-        match backup_daemonset(self.real, self.component(), self.version(), self.now()) {
+        let front = self.front();
+        match backup_daemonset(
+            self.real,
+            self.component(),
+            self.version(),
+            self.now(),
+            front,
+        ) {
             // On two nodes or more the kube-apiserver's backup is a record only (`vacate.rs`).
             Ok(daemonset) if self.backup_runs_no_pod() => Step::CreateBackup {
                 daemonset: Box::new(self.record_only(daemonset)),

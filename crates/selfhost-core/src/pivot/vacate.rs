@@ -44,6 +44,9 @@
 //! deletion (still only while another Ready node is proven to serve), a rollback needs no
 //! backup pod, and the removal at the end deletes it at once.
 //! A backup made with pods (an older selfhost, kubeadm's) is vacated node by node as above.
+//!
+//! Behind each node's API front nothing here applies (`front.rs`): the front hands over within
+//! the node, so a node never leaves the load balancer, and the backup runs a pod on every node.
 
 use std::collections::BTreeSet;
 
@@ -76,6 +79,7 @@ impl Pivot<'_> {
         self.component() == Component::ApiServer
             && self.held_strategy().is_some()
             && self.on_several_nodes()
+            && self.front().is_none()
     }
 
     /// Whether the backup this run creates runs no pod: decided before it exists, on the
@@ -88,6 +92,7 @@ impl Pivot<'_> {
         self.component() == Component::ApiServer
             && self.hold_on_update().is_some()
             && self.on_several_nodes()
+            && self.front().is_none()
     }
 
     /// `daemonset` (the backup as [`super::backup_daemonset`] makes it) as a record only:
@@ -176,14 +181,7 @@ impl Pivot<'_> {
             // record-only backup never vacated the node, which is where this was checked.
             return Turn::Wait;
         }
-        let own = old
-            .termination_grace_seconds
-            .unwrap_or(crate::daemonset::APISERVER_GRACE_SECONDS);
-        // Whole seconds, rounded up: a grace must not end inside the delay.
-        let delay = self.shutdown_delay(old);
-        let delay = i64::try_from(delay.as_secs() + u64::from(delay.subsec_nanos() > 0))
-            .unwrap_or(i64::MAX);
-        let grace = own.min(delay.saturating_add(self.shortened_grace_seconds()));
+        let (grace, delay) = self.delay_then_shortened_grace(old);
         Turn::Step(Box::new(Step::DeleteOldPod {
             pod: old.name.clone(),
             uid: old.uid.clone(),

@@ -82,7 +82,13 @@ mod tests {
             why: "its container waits: ErrImagePull".into(),
         };
         // (why, behind fronts, the nodes' fronts, verdict, what the message says)
-        type Row = (&'static str, bool, Vec<NodeApiFront>, Option<Verdict>, &'static str);
+        type Row = (
+            &'static str,
+            bool,
+            Vec<NodeApiFront>,
+            Option<Verdict>,
+            &'static str,
+        );
         let rows: Vec<Row> = vec![
             (
                 "no front anywhere, none needed",

@@ -68,6 +68,17 @@ impl World {
             .metadata
             .get_or_insert_with(Default::default)
             .labels = Some(backup_labels(component));
+        // Behind a front the backup listens on its own address, and says so as the real
+        // DaemonSet does.
+        if let Some(layout) = self.front {
+            template.spec = template
+                .spec
+                .map(|spec| crate::front::listening_on(spec, layout.backup));
+            ds.annotations.insert(
+                crate::front::FRONT_ANNOTATION.into(),
+                layout.to_annotation(),
+            );
+        }
         ds.template = template;
         ds.pods.clear();
         self.obs.backup = Some(BackupObservation {

@@ -1,6 +1,6 @@
 //! The real DaemonSet's rollout and rollback in the observation builder.
 
-use super::builder::{NEW, OLD, Pod, UPDATE_AT, World, t, template};
+use super::builder::{NEW, OLD, Pod, UPDATE_AT, World, t};
 use crate::observation::{ContainerState, time};
 use crate::pivot::{
     APPLIED_OVER_GENERATION, APPLIED_TEMPLATE_HASH, ROLLBACK_REASON, ROLLBACK_STARTED_AT,
@@ -12,9 +12,8 @@ impl World {
     /// selfhost updated the real DaemonSet to the target at [`UPDATE_AT`] (generation 2);
     /// the old pods are still there.
     pub(crate) fn updated(mut self) -> Self {
-        let component = self.obs.component;
+        let new = self.template_for(NEW);
         let real = self.real_mut();
-        let new = template(component, NEW, true);
         real.annotations
             .insert(APPLIED_TEMPLATE_HASH.into(), template_hash(&new));
         real.annotations
@@ -103,9 +102,8 @@ impl World {
 
     /// selfhost rolled the real DaemonSet back to the original at `at` (generation 3).
     pub(crate) fn rolled_back(mut self, at: i64) -> Self {
-        let component = self.obs.component;
+        let old = self.template_for(OLD);
         let real = self.real_mut();
-        let old = template(component, OLD, true);
         real.annotations
             .insert(APPLIED_TEMPLATE_HASH.into(), template_hash(&old));
         real.annotations

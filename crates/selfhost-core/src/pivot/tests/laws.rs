@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 
-use super::builder::{Pod, World, t, target, version};
+use super::builder::{Pod, World, front_target, t, target, version};
 use super::decide;
 use super::phase::steps_of;
 use crate::backup::{BackupError, BackupOrigin, BackupRecord};
@@ -72,6 +72,8 @@ struct Scenario {
     /// When the controller-manager or scheduler leader acquired its Lease (on cp-1).
     leader_acquired: i64,
     now: i64,
+    /// The kube-apiservers listen behind each node's API front (`front.rs`).
+    front: bool,
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -82,7 +84,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             Just(Component::Scheduler)
         ],
         proptest::collection::vec((real_pod(), backup_pod()), 1..=3),
-        any::<[bool; 7]>(),
+        any::<[bool; 8]>(),
         0i64..400,
         prop_oneof![Just(-3000i64), 0i64..150],
     )
@@ -98,10 +100,25 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             shared_hostname: flags[6],
             leader_acquired,
             now,
+            front: flags[7],
         })
 }
 
 impl Scenario {
+    /// Behind a front (the kube-apiserver only: the front fronts nothing else).
+    fn behind_front(&self) -> bool {
+        self.front && self.component == Component::ApiServer
+    }
+
+    /// The run's target: behind the front where the cluster is.
+    fn target(&self) -> Target {
+        if self.behind_front() {
+            front_target(self.component)
+        } else {
+            target(self.component)
+        }
+    }
+
     fn build(&self) -> Observation {
         let mut world = World::steady(self.component, self.nodes.len());
         world = if self.identities {
@@ -109,6 +126,9 @@ impl Scenario {
         } else {
             world.without_identity_leases()
         };
+        if self.behind_front() {
+            world = world.behind_front();
+        }
         if self.backup {
             world = world.backup();
         }
@@ -269,8 +289,8 @@ proptest! {
     /// Never delete or update anything while the only serving apiservers would be lost.
     #[test]
     fn no_step_takes_away_the_last_serving_apiserver(scenario in scenario()) {
-        let target = target(Component::ApiServer);
         let scenario = Scenario { component: Component::ApiServer, ..scenario };
+        let target = scenario.target();
         let obs = scenario.build();
         let step = decide(&obs, &target);
         let serving = serving(&obs, &target);
@@ -285,7 +305,7 @@ proptest! {
     /// Before the real DaemonSet is changed, the backup serves on every node it runs on.
     #[test]
     fn the_real_daemonset_is_updated_only_when_the_backup_covers_every_node(scenario in scenario()) {
-        let target = target(scenario.component);
+        let target = scenario.target();
         let obs = scenario.build();
         if let Step::UpdateReal(_) = decide(&obs, &target) {
             let real = obs.real.as_ref().expect("real");
@@ -304,8 +324,8 @@ proptest! {
     /// kube-apiserver not proven to serve.
     #[test]
     fn a_held_rollout_replaces_one_node_at_a_time(scenario in scenario()) {
-        let target = target(Component::ApiServer);
         let scenario = Scenario { component: Component::ApiServer, held: scenario.updated, ..scenario };
+        let target = scenario.target();
         let obs = scenario.build();
         if let Step::DeleteOldPod { pod, node, .. } = decide(&obs, &target) {
             let real = obs.real.as_ref().expect("real");
@@ -421,7 +441,7 @@ proptest! {
     /// The same observation always gives the same step.
     #[test]
     fn next_step_is_deterministic(scenario in scenario()) {
-        let target = target(scenario.component);
+        let target = scenario.target();
         let obs = scenario.build();
         prop_assert_eq!(decide(&obs, &target), decide(&obs.clone(), &target.clone()));
     }
@@ -429,7 +449,7 @@ proptest! {
     /// Done does not depend on the operator's options or on when the run started.
     #[test]
     fn done_stays_done(scenario in scenario(), force: bool, no_rollback: bool, earlier in 0i64..10_000) {
-        let target = target(scenario.component);
+        let target = scenario.target();
         let obs = scenario.build();
         if let Step::Done { .. } = decide(&obs, &target) {
             let mut other = target.clone();
@@ -444,7 +464,7 @@ proptest! {
     /// Every wait can end: it has a deadline, and is re-checked no later than it.
     #[test]
     fn every_wait_has_a_deadline(scenario in scenario()) {
-        let target = target(scenario.component);
+        let target = scenario.target();
         let obs = scenario.build();
         let step = decide(&obs, &target);
         if let Some(wait) = step.wait() {
@@ -460,7 +480,7 @@ proptest! {
     /// backup, the options or the pods.
     #[test]
     fn every_step_belongs_to_the_phase_it_is_in(scenario in scenario(), twist in twist(), force: bool) {
-        let mut target = target(scenario.component);
+        let mut target = scenario.target();
         target.options.force = force;
         let obs = twist.apply(scenario.build());
         let phase = phase(&obs, &target);

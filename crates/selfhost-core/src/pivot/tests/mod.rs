@@ -9,6 +9,8 @@ mod builder_backup;
 mod builder_rollout;
 mod drain;
 mod finishing;
+mod front;
+mod front_laws;
 mod hold;
 mod laws;
 mod leases;

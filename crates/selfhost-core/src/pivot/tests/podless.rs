@@ -61,7 +61,7 @@ fn on_several_nodes_the_apiservers_backup_is_created_with_every_node_excluded() 
     );
     let real = obs.real.as_ref().expect("real");
     let plain =
-        crate::pivot::backup_daemonset(real, ApiServer, &target(ApiServer).version, obs.now)
+        crate::pivot::backup_daemonset(real, ApiServer, &target(ApiServer).version, obs.now, None)
             .expect("a backup");
     let plain_template = plain.spec.expect("a spec").template;
     assert_eq!(spec.template, exclude_nodes(&plain_template, &three()));
