@@ -41,7 +41,8 @@ pub enum Message {
     Taken,
 }
 
-/// Why the serving front keeps its socket.
+/// Why the serving front keeps its socket. (A front told to stop closes its hand-over socket
+/// at once, so a starting front finds none to ask, and listens afresh.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     /// It listens on another address than the one asked for.
@@ -49,8 +50,6 @@ pub enum Refusal {
         /// The address it listens on.
         listen: SocketAddr,
     },
-    /// It is stopping: it no longer accepts, and its socket is about to close.
-    Stopping,
 }
 
 /// A line that is not one of the protocol's.
@@ -70,7 +69,6 @@ impl fmt::Display for Message {
             Message::Refuse(Refusal::Elsewhere { listen }) => {
                 write!(f, "{PROTOCOL} refuse elsewhere {listen}")
             }
-            Message::Refuse(Refusal::Stopping) => write!(f, "{PROTOCOL} refuse stopping"),
             Message::Taken => write!(f, "{PROTOCOL} taken"),
         }
     }
@@ -102,7 +100,6 @@ impl Message {
             [PROTOCOL, "refuse", "elsewhere", listen] => Ok(Message::Refuse(Refusal::Elsewhere {
                 listen: address(listen)?,
             })),
-            [PROTOCOL, "refuse", "stopping"] => Ok(Message::Refuse(Refusal::Stopping)),
             [PROTOCOL, "taken"] => Ok(Message::Taken),
             _ => Err(unreadable()),
         }
@@ -110,17 +107,15 @@ impl Message {
 }
 
 /// What a serving front listening on `held` answers to `asked`: its socket when asked for that
-/// address and still accepting, else why not. `None`: `asked` is not a request, and the
-/// conversation ends unanswered.
-pub fn answer(held: SocketAddr, stopping: bool, asked: &Message) -> Option<Message> {
+/// address, else why not. `None`: `asked` is not a request, and the conversation ends
+/// unanswered.
+pub fn answer(held: SocketAddr, asked: &Message) -> Option<Message> {
     let Message::Take { listen } = asked else {
         return None;
     };
-    Some(if stopping {
-        Message::Refuse(Refusal::Stopping)
-    } else if *listen != held {
-        Message::Refuse(Refusal::Elsewhere { listen: held })
-    } else {
+    Some(if *listen == held {
         Message::Give { listen: held }
+    } else {
+        Message::Refuse(Refusal::Elsewhere { listen: held })
     })
 }

@@ -22,7 +22,6 @@ fn every_line_reads_back_as_itself() {
             }),
             "refuse elsewhere [fd00::11]:6443",
         ),
-        (Message::Refuse(Refusal::Stopping), "refuse stopping"),
         (Message::Taken, "taken"),
     ];
     for (message, words) in lines {
@@ -43,6 +42,7 @@ fn other_words_are_unreadable() {
         "selfhost-front/1 take 10.0.0.11",
         "selfhost-front/1 give 10.0.0.11:6443 extra",
         "selfhost-front/1 refuse",
+        "selfhost-front/1 refuse stopping",
         "selfhost-front/1 hello",
     ] {
         let error = Message::parse(line).expect_err(line);
@@ -51,31 +51,26 @@ fn other_words_are_unreadable() {
 }
 
 #[test]
-fn a_serving_front_gives_its_socket_only_for_its_address_and_only_while_it_accepts() {
+fn a_serving_front_gives_its_socket_only_for_its_address() {
     let held = addr("10.0.0.11:6443");
     let take = |listen: &str| Message::Take {
         listen: addr(listen),
     };
     assert_eq!(
-        answer(held, false, &take("10.0.0.11:6443")),
+        answer(held, &take("10.0.0.11:6443")),
         Some(Message::Give { listen: held })
     );
     assert_eq!(
-        answer(held, false, &take("10.0.0.12:6443")),
+        answer(held, &take("10.0.0.12:6443")),
         Some(Message::Refuse(Refusal::Elsewhere { listen: held })),
         "another address: the asker names the wrong front"
     );
     assert_eq!(
-        answer(held, false, &take("10.0.0.11:7443")),
+        answer(held, &take("10.0.0.11:7443")),
         Some(Message::Refuse(Refusal::Elsewhere { listen: held }))
     );
-    assert_eq!(
-        answer(held, true, &take("10.0.0.11:6443")),
-        Some(Message::Refuse(Refusal::Stopping)),
-        "a stopping front's socket is about to close"
-    );
     for not_a_request in [Message::Taken, Message::Give { listen: held }] {
-        assert_eq!(answer(held, false, &not_a_request), None);
+        assert_eq!(answer(held, &not_a_request), None);
     }
 }
 
