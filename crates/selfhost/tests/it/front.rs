@@ -221,20 +221,39 @@ impl Conn {
 }
 
 /// A probe loop through the front, one new connection per request, until `stop`: the
-/// versions answered and the failures.
+/// versions answered and the failures, and a count of the requests made so far.
 fn probe_loop(
     bed: &Arc<Bed>,
     stop: CancellationToken,
-) -> tokio::task::JoinHandle<Vec<Result<String, String>>> {
+) -> (
+    tokio::task::JoinHandle<Vec<Result<String, String>>>,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
     let bed = bed.clone();
-    tokio::spawn(async move {
+    let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = made.clone();
+    let task = tokio::spawn(async move {
         let mut results = Vec::new();
         while !stop.is_cancelled() {
             results.push(bed.version_once().await);
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         results
-    })
+    });
+    (task, made)
+}
+
+/// Waits until the probe loop has made `n` requests in all.
+async fn wait_made(made: &std::sync::atomic::AtomicUsize, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while made.load(std::sync::atomic::Ordering::Relaxed) < n {
+        assert!(
+            Instant::now() < deadline,
+            "the probe loop made fewer than {n} requests"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test]
@@ -273,7 +292,7 @@ async fn a_backend_failing_readyz_gets_no_new_connections_and_keeps_its_open_one
         }
     };
     let stop = CancellationToken::new();
-    let probes = probe_loop(&bed, stop.clone());
+    let (probes, made) = probe_loop(&bed, stop.clone());
 
     // a starts its shutdown delay: /readyz fails while it still serves.
     bed.a.set_health_check_failing("shutdown", true);
@@ -300,6 +319,8 @@ async fn a_backend_failing_readyz_gets_no_new_connections_and_keeps_its_open_one
     for _ in 0..10 {
         assert_eq!(bed.version_once().await.as_deref(), Ok(B_VERSION));
     }
+    // The probe loop runs on through a's crash.
+    wait_made(&made, made.load(std::sync::atomic::Ordering::Relaxed) + 10).await;
     stop.cancel();
     let results = probes.await.unwrap();
     let failures: Vec<_> = results.iter().filter(|r| r.is_err()).collect();
@@ -333,7 +354,7 @@ async fn a_backend_failing_readyz_gets_no_new_connections_and_keeps_its_open_one
 async fn a_backend_that_stops_without_warning_costs_no_new_connection() {
     let bed = Arc::new(bed(Duration::from_secs(2)).await);
     let stop = CancellationToken::new();
-    let probes = probe_loop(&bed, stop.clone());
+    let (probes, _) = probe_loop(&bed, stop.clone());
     // Let the loop reach both backends, then b goes: the next connection to it is refused and
     // passed to a at once, before a check sees b gone.
     tokio::time::sleep(Duration::from_millis(100)).await;
