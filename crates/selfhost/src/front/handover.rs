@@ -82,6 +82,11 @@ pub enum Asked {
     Fresh(FreshBecause),
 }
 
+/// Whether a front serves at `path` (one told to stop has closed it).
+pub async fn serving(path: &Path) -> bool {
+    UnixStream::connect(path).await.is_ok()
+}
+
 /// Asks the front serving `path` for its socket listening on `listen`.
 ///
 /// # Errors

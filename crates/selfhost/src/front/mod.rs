@@ -73,7 +73,8 @@ pub struct FrontOptions {
     /// How long open connections may take to finish once the front is stopped, or once it
     /// handed its listening socket over.
     pub drain: Duration,
-    /// How long it checks the backends for a healthy one before it listens anyway.
+    /// How long it checks the backends for a healthy one before it listens anyway; while a
+    /// front serves at the hand-over socket, it checks on and takes over only once one is.
     pub start_patience: Duration,
     /// The Unix socket where it takes the listening socket of the front serving before it,
     /// and then gives its own to the next one; `None`: it binds afresh and gives none.
@@ -137,9 +138,10 @@ pub struct Front {
 
 impl Front {
     /// Checks the options and reads the CA; checks the backends until one is healthy (or the
-    /// start's patience is spent); then takes the listening socket of the front serving the
-    /// hand-over socket, or listens afresh, and serves the hand-over socket for the next front.
-    /// The front it takes the socket from keeps accepting until this one runs.
+    /// start's patience is spent with no front serving at the hand-over socket); then takes the
+    /// listening socket of the front serving the hand-over socket, or listens afresh, and
+    /// serves the hand-over socket for the next front. The front it takes the socket from keeps
+    /// accepting until this one runs.
     ///
     /// # Errors
     /// No backend, a backend on the listen address, a CA file missing or not PEM, a server
@@ -170,6 +172,7 @@ impl Front {
             &mut pool,
             options.check_interval,
             options.start_patience,
+            options.handover.as_deref(),
         )
         .await;
         let held = listen::acquire(options.listen, options.handover.as_deref()).await?;

@@ -294,3 +294,48 @@ async fn without_the_hand_over_connections_queued_on_the_old_fronts_socket_are_l
         "the kernel kept every queued connection"
     );
 }
+
+#[tokio::test]
+async fn a_front_finding_no_backend_ready_does_not_replace_a_serving_one() {
+    let (a, b) = (tls_sim(A_VERSION).await, tls_sim(B_VERSION).await);
+    let trust_a = trust(&[&a]);
+    let path = socket_path(trust_a.dir.path());
+    let old = start(options(free_address(), &a, &trust_a, &path))
+        .await
+        .unwrap();
+    // A new front that cannot reach its backend: it trusts only b's CA.
+    let trust_b = trust(&[&b]);
+    let mut wrong = options(old.addr, &a, &trust_b, &path);
+    wrong.start_patience = Duration::from_millis(200);
+    let starting = tokio::spawn(start(wrong));
+    // Well past its patience, the old front still serves and has given nothing away.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!starting.is_finished(), "it waits while a front serves");
+    assert!(!old.said().contains(&FrontEvent::HandedOver));
+    let mut conn = connect(old.addr, &trust_a.client).await.unwrap();
+    assert_eq!(conn.version().await.as_deref(), Ok(A_VERSION));
+    drop(conn);
+
+    // Once the old front is stopped (its hand-over socket closed), it listens afresh.
+    let addr = old.addr;
+    old.stop().await;
+    let new = tokio::time::timeout(PATIENCE, starting)
+        .await
+        .expect("it listens once no front serves")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        new.start.listening,
+        FrontListening::Fresh {
+            why: FrontFreshBecause::StaleSocketFile
+        }
+    );
+    assert!(new.start.found.ready.is_empty());
+    assert!(
+        new.start.found.not_ready[0].1.contains("TLS"),
+        "{:?}",
+        new.start.found
+    );
+    assert_eq!(new.addr, addr);
+    new.stop().await;
+}
