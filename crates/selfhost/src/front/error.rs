@@ -69,6 +69,17 @@ pub enum FrontError {
         /// How to fix it, when known.
         hint: &'static str,
     },
+    /// The hand-over socket's path is empty, or too long for a Unix socket.
+    #[error(
+        "cannot serve a hand-over socket at {path:?}: give --handover-socket a path of at most \
+         {max} bytes (a Unix socket's limit, less what the front binds beside it)"
+    )]
+    HandoverPath {
+        /// The path given.
+        path: PathBuf,
+        /// The longest path it takes.
+        max: usize,
+    },
     /// The hand-over socket's directory cannot be made.
     #[error(
         "cannot make {dir}, the directory of the hand-over socket: {source}; give \
@@ -83,7 +94,7 @@ pub enum FrontError {
     /// The hand-over socket, or its lock beside it, cannot be made there.
     #[error(
         "cannot serve the hand-over socket at {path}: {source}; give --handover-socket a \
-         path this process can write, short enough for a Unix socket (under 108 bytes)"
+         path in a directory this process can write"
     )]
     HandoverSocket {
         /// The file.

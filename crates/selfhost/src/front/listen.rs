@@ -57,8 +57,21 @@ pub struct Held {
     pub listening: Listening,
 }
 
-/// Makes the directory of the hand-over socket `path`.
+/// The longest path a Unix socket can be bound at (`sun_path` holds 108 bytes, its NUL
+/// included).
+const MAX_SOCKET_PATH: usize = 107;
+/// What this front binds beside the hand-over socket before it renames it into place.
+const NEXT: &str = "next";
+
+/// Checks the hand-over socket's path and makes its directory.
 pub fn prepare(path: &Path) -> Result<(), FrontError> {
+    let max = MAX_SOCKET_PATH - NEXT.len() - 1;
+    if path.as_os_str().is_empty() || path.as_os_str().len() > max {
+        return Err(FrontError::HandoverPath {
+            path: path.to_path_buf(),
+            max,
+        });
+    }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -82,7 +95,7 @@ pub async fn acquire(listen: SocketAddr, handover: Option<&Path>) -> Result<Held
         });
     };
     let lock = lock(path).await?;
-    let next = beside(path, "next");
+    let next = beside(path, NEXT);
     let serving = |source| FrontError::HandoverSocket {
         path: path.to_path_buf(),
         source,

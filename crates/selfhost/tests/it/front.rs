@@ -484,6 +484,13 @@ async fn bad_input_is_refused_at_start_with_what_was_wrong() {
     let err = Front::bind(options).await.unwrap_err();
     assert!(matches!(err, FrontError::HandoverDir { .. }), "{err}");
     assert!(err.to_string().contains("--handover-socket"), "{err}");
+    let mut options = with(&good, vec![backend]);
+    options.handover = Some(dir.path().join("h".repeat(110)));
+    let err = Front::bind(options).await.unwrap_err();
+    assert!(
+        matches!(err, FrontError::HandoverPath { max: 102, .. }),
+        "{err}"
+    );
     let taken = tokio::net::TcpListener::bind(listen).await.unwrap();
     let mut options = with(&good, vec![backend]);
     options.listen = taken.local_addr().unwrap();
