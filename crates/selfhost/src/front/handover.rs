@@ -208,6 +208,10 @@ pub async fn serve(
                 }
             },
         };
+        if !same_user(&conversation) {
+            tracing::warn!("refused a hand-over to a process of another user");
+            continue;
+        }
         // One conversation at a time: a socket is given once. A starting front that dies or
         // never confirms leaves this one accepting as before.
         let taken = tokio::select! {
@@ -221,6 +225,15 @@ pub async fn serve(
             Err(_) => tracing::debug!("a hand-over ended without a taker: no answer in time"),
         }
     }
+}
+
+/// Whether the process at the other end runs as this one's user: only a front like this one
+/// may take the node's API socket.
+fn same_user(conversation: &UnixStream) -> bool {
+    let ours = rustix::process::geteuid().as_raw();
+    conversation
+        .peer_cred()
+        .is_ok_and(|peer| peer.uid() == ours)
 }
 
 /// Answers one starting front: whether it took the socket.

@@ -10,6 +10,7 @@
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -103,6 +104,9 @@ pub async fn acquire(listen: SocketAddr, handover: Option<&Path>) -> Result<Held
     // Left by a front that died on its way: nobody else makes it without the lock.
     remove_if_there(&next).map_err(serving)?;
     let server = UnixListener::bind(&next).map_err(serving)?;
+    // Whoever can connect can take the node's API socket: the owner only. (The serving front
+    // also checks each peer's user.)
+    std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o600)).map_err(serving)?;
     let held = async {
         let (listener, conversation, listening) = match handover::ask(path, listen).await? {
             Asked::Given {

@@ -34,6 +34,13 @@ async fn with_no_front_to_take_over_from_a_front_listens_afresh() {
     let mut conn = connect(front.addr, &trust.client).await.unwrap();
     assert_eq!(conn.version().await.as_deref(), Ok(A_VERSION));
     drop(conn);
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "whoever can connect can take the socket: the owner only"
+    );
     front.stop().await;
 
     // A stale file, its front gone: replaced, and served for the next front.
