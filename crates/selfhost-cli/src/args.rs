@@ -246,9 +246,19 @@ pub struct FrontArgs {
     /// How long a new connection waits for a healthy backend before it is closed.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = period)]
     pub hold: Duration,
-    /// On SIGTERM, how long open connections may take to finish before they are cut.
+    /// On SIGTERM, or once a new front took the listening socket, how long open connections
+    /// may take to finish before they are cut.
     #[arg(long, value_name = "DURATION", default_value = "25s", value_parser = period)]
     pub drain_timeout: Duration,
+    /// How long it checks the backends for a ready one before it listens anyway (while a
+    /// front serves at the hand-over socket, it checks on and takes over once one is ready).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = period)]
+    pub start_patience: Duration,
+    /// The Unix socket where it takes the listening socket of the front serving this node
+    /// before it, and then gives its own to the next: a new front takes over without losing a
+    /// connection. Its directory is made when missing.
+    #[arg(long, value_name = "PATH", default_value = selfhost::DEFAULT_FRONT_HANDOVER_SOCKET)]
+    pub handover_socket: PathBuf,
 }
 
 /// The agent's options.

@@ -12,11 +12,17 @@
 //!   binary, the growth of this process's RSS across the load through the in-process front is
 //!   given instead, and said so.
 //!
+//! - **Own upgrade**: successive new fronts take over the serving one while clients make
+//!   requests (paced, then not), on a new connection per request or on kept-alive ones; failed
+//!   requests of each kind, with the hand-over of the listening socket and with two fronts
+//!   each binding afresh on `SO_REUSEPORT` (see `front/upgrade.rs`).
+//!
 //! The latency and throughput figures use the front in this process; the client, the front and
 //! the backend share the machine's cores.
 //!
 //! Not a test. Run: `cargo build --release -p selfhost-cli && cargo bench -p selfhost --bench front`
-//! Options after `--`: `--requests N` (2000), `--clients N` (64), `--per-client N` (200).
+//! Options after `--`: `--requests N` (2000), `--clients N` (64), `--per-client N` (200),
+//! `--upgrades N` (10), `--upgrade-clients N` (8 of each kind), `--upgrade-only`.
 //! The binary is looked for next to the benchmark's own target directory, or at `$SELFHOST_BIN`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a benchmark, not library code
@@ -37,6 +43,9 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
+#[path = "front/upgrade.rs"]
+mod upgrade;
+
 /// The requirements: added latency at p50, and the front's resident memory.
 const TARGET_P50_ADDED_US: f64 = 100.0;
 const TARGET_RSS_MIB: f64 = 20.0;
@@ -47,6 +56,9 @@ struct Options {
     requests: usize,
     clients: usize,
     per_client: usize,
+    upgrades: usize,
+    upgrade_clients: usize,
+    upgrade_only: bool,
 }
 
 fn options() -> Options {
@@ -54,14 +66,20 @@ fn options() -> Options {
         requests: 2_000,
         clients: 64,
         per_client: 200,
+        upgrades: 10,
+        upgrade_clients: 8,
+        upgrade_only: false,
     };
     let args: Vec<String> = std::env::args().collect();
+    o.upgrade_only = args.iter().any(|a| a == "--upgrade-only");
     for pair in args.windows(2) {
         let value = || pair[1].parse().expect("a number");
         match pair[0].as_str() {
             "--requests" => o.requests = value(),
             "--clients" => o.clients = value(),
             "--per-client" => o.per_client = value(),
+            "--upgrades" => o.upgrades = value(),
+            "--upgrade-clients" => o.upgrade_clients = value(),
             _ => {}
         }
     }
@@ -385,6 +403,11 @@ fn main() {
         std::fs::write(&ca_file, &ca_pem).unwrap();
         let client = Client::new(&ca_pem);
         let direct = sim.address();
+        if o.upgrade_only {
+            own_upgrade(&client, direct, &ca_file, dir.path(), &o).await;
+            sim.shutdown().await;
+            return;
+        }
 
         // Memory of a separate front process first, while this process is still small.
         let binary = binary();
@@ -506,6 +529,58 @@ fn main() {
             "| {rss_label:<33} | < {TARGET_RSS_MIB:.0} MiB  | {rss_value:>6.1} MiB | {}    |",
             pass(rss_value < TARGET_RSS_MIB)
         );
+        own_upgrade(&client, direct, &ca_file, dir.path(), &o).await;
         sim.shutdown().await;
     });
+}
+
+/// The own-upgrade figures, printed.
+async fn own_upgrade(
+    client: &Client,
+    backend: SocketAddr,
+    ca_file: &Path,
+    dir: &Path,
+    o: &Options,
+) {
+    println!();
+    println!(
+        "Own upgrade under probers: {} upgrades; clients opening a connection per request and \
+         keep-alive clients (a connection each {} requests), {} of each kind pausing 20 ms \
+         after each request, then {} of each pausing none",
+        o.upgrades,
+        upgrade::KEPT_FOR,
+        o.upgrade_clients,
+        4 * o.upgrade_clients
+    );
+    println!();
+    println!(
+        "| Upgrade                                    | clients | new conn: requests | failed | keep-alive: requests | failed |"
+    );
+    println!(
+        "|--------------------------------------------|--------:|-------------------:|-------:|---------------------:|-------:|"
+    );
+    for (clients, every) in [
+        (o.upgrade_clients, Duration::from_millis(20)),
+        (4 * o.upgrade_clients, Duration::ZERO),
+    ] {
+        let load = upgrade::Load {
+            upgrades: o.upgrades,
+            clients,
+            every,
+        };
+        for (what, handover) in [
+            ("hand-over of the listening socket", true),
+            ("both bind afresh (SO_REUSEPORT), old stops", false),
+        ] {
+            let f = upgrade::run(&client.tls, backend, ca_file, dir, handover, load).await;
+            println!(
+                "| {what:<42} | {:>7} | {:>18} | {:>6} | {:>20} | {:>6} |",
+                2 * clients,
+                f.fresh.made(),
+                f.fresh.failed(),
+                f.kept.made(),
+                f.kept.failed()
+            );
+        }
+    }
 }

@@ -78,8 +78,10 @@ pub use front::{
     DEFAULT_CA_FILE as DEFAULT_FRONT_CA_FILE,
     DEFAULT_CHECK_INTERVAL as DEFAULT_FRONT_CHECK_INTERVAL,
     DEFAULT_CHECK_TIMEOUT as DEFAULT_FRONT_CHECK_TIMEOUT, DEFAULT_DRAIN as DEFAULT_FRONT_DRAIN,
-    DEFAULT_HOLD as DEFAULT_FRONT_HOLD, Front, FrontError, FrontEvent, FrontOptions, FrontStopped,
-    trusting as front_tls_trusting,
+    DEFAULT_HANDOVER_SOCKET as DEFAULT_FRONT_HANDOVER_SOCKET, DEFAULT_HOLD as DEFAULT_FRONT_HOLD,
+    DEFAULT_START_PATIENCE as DEFAULT_FRONT_START_PATIENCE, Found as FrontFound,
+    FreshBecause as FrontFreshBecause, Front, FrontError, FrontEvent, FrontOptions, FrontStart,
+    FrontStopped, Listening as FrontListening, trusting as front_tls_trusting,
 };
 pub use health::{Health, readyz, server_version};
 pub use manifests::{ManifestEncoding, ManifestForm, ManifestsError};

@@ -1,10 +1,16 @@
-//! `selfhost front`: the node-local API front. It listens on the node's API port and passes
-//! each new connection, TLS untouched, to one of the node's kube-apiservers whose `/readyz`
-//! passes; it runs until SIGINT or SIGTERM, then stops accepting and lets the open
-//! connections finish. It says on stderr each change of a backend's health, never a
-//! connection.
+//! `selfhost front`: the node-local API front. It checks the node's kube-apiservers, then
+//! listens on the node's API port (on the socket of the front serving before it, taken over,
+//! or afresh) and passes each new connection, TLS untouched, to one whose `/readyz` passes; it
+//! runs until SIGINT or SIGTERM, then stops accepting and lets the open connections finish.
+//! When a new front takes its socket, it stops accepting, lets its connections finish and
+//! idles until told to stop. It says on stderr each change of a backend's health and of its
+//! own, never a connection.
 
-use selfhost::{Front, FrontEvent, FrontOptions};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use selfhost::{Front, FrontEvent, FrontListening, FrontOptions, FrontStart};
 use tokio_util::sync::CancellationToken;
 
 use crate::args::FrontArgs;
@@ -19,13 +25,18 @@ pub async fn run(args: &FrontArgs) -> Result<Outcome, CliError> {
     options.check_interval = args.check_interval;
     options.hold = args.hold;
     options.drain = args.drain_timeout;
+    options.start_patience = args.start_patience;
+    options.handover = Some(args.handover_socket.clone());
     let front = Front::bind(options)
         .await
         .map_err(|e| CliError::from(selfhost::Error::from(e)))?;
     let listening = front.local_addr().map_or(args.listen, |a| a);
+    ui::say(found(front.start(), args.backends.len(), args.hold));
     let backends: Vec<String> = args.backends.iter().map(ToString::to_string).collect();
     ui::say(format!(
-        "front: listening on {listening}, passing connections to {} once their /readyz passes",
+        "front: listening on {listening}, {}; passing connections to {} once their /readyz \
+         passes",
+        how(&front.start().listening),
         backends.join(", ")
     ));
 
@@ -33,20 +44,34 @@ pub async fn run(args: &FrontArgs) -> Result<Outcome, CliError> {
     let stop = cancel.clone();
     let mut stops = super::signals::StopSignals::listen();
     let drain = args.drain_timeout;
+    // Once handed over, a signal ends the front at once: it accepts nothing, and has drained.
+    let handed = Arc::new(AtomicBool::new(false));
+    let idle = handed.clone();
     let signals = tokio::spawn(async move {
         let signal = stops.next().await;
-        ui::say(format!(
-            "front: {signal}: no longer accepting; open connections may finish (up to {})",
-            humantime::format_duration(drain)
-        ));
+        if idle.load(Ordering::Relaxed) {
+            ui::say(format!("front: {signal}: stopping"));
+        } else {
+            ui::say(format!(
+                "front: {signal}: no longer accepting; open connections may finish (up to {})",
+                humantime::format_duration(drain)
+            ));
+        }
         stop.cancel();
     });
     let hold = args.hold;
     let stopped = front
-        .run(cancel, move |event| ui::say(say(event, hold)))
+        .run(cancel, move |event| {
+            if *event == FrontEvent::HandedOver {
+                handed.store(true, Ordering::Relaxed);
+            }
+            ui::say(say(event, hold, drain));
+        })
         .await;
     signals.abort();
-    if stopped.cut == 0 {
+    if stopped.handed_over {
+        ui::say("front: stopped; a new front serves in its place");
+    } else if stopped.cut == 0 {
         ui::say("front: stopped, every connection finished");
     } else {
         ui::say(format!(
@@ -57,8 +82,38 @@ pub async fn run(args: &FrontArgs) -> Result<Outcome, CliError> {
     Ok(Outcome::Done)
 }
 
+/// The line that says what the checks before listening found, of `count` backends.
+fn found(start: &FrontStart, count: usize, hold: Duration) -> String {
+    let waited = Duration::from_millis(u64::try_from(start.found.waited.as_millis()).unwrap_or(0));
+    if start.found.ready.is_empty() {
+        format!(
+            "front: no backend ready after {}; listening anyway: new connections are held up \
+             to {}, then closed, until one is",
+            humantime::format_duration(waited),
+            humantime::format_duration(hold)
+        )
+    } else {
+        format!(
+            "front: checked the backends before listening: {} of {count} ready after {}",
+            start.found.ready.len(),
+            humantime::format_duration(waited)
+        )
+    }
+}
+
+/// How it came by its listening socket.
+fn how(listening: &FrontListening) -> String {
+    match listening {
+        FrontListening::TakenOver { path } => format!(
+            "taken over from the front at {} (no connection waiting is lost)",
+            path.display()
+        ),
+        FrontListening::Fresh { why } => format!("bound afresh ({why})"),
+    }
+}
+
 /// The line that says `event`.
-fn say(event: &FrontEvent, hold: std::time::Duration) -> String {
+fn say(event: &FrontEvent, hold: Duration, drain: Duration) -> String {
     match event {
         FrontEvent::Healthy { backend } => {
             format!("front: {backend} is ready: it takes new connections")
@@ -78,5 +133,16 @@ fn say(event: &FrontEvent, hold: std::time::Duration) -> String {
             "front: closing connections unserved: no backend became ready within {}",
             humantime::format_duration(hold)
         ),
+        FrontEvent::HandedOver => format!(
+            "front: a new front took the listening socket: no longer accepting; open \
+             connections may finish (up to {})",
+            humantime::format_duration(drain)
+        ),
+        FrontEvent::Drained { cut: 0 } => {
+            "front: every connection finished; idle until stopped".to_string()
+        }
+        FrontEvent::Drained { cut } => {
+            format!("front: {cut} connection(s) still open were cut; idle until stopped")
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! `selfhost front`: bad input exits 2 with what was wrong and how to fix it; before a
 //! simulated kube-apiserver serving TLS it passes requests through, says each change once, and
-//! on SIGTERM stops accepting, lets its connections finish and exits 0.
+//! on SIGTERM stops accepting, lets its connections finish and exits 0. A second front takes
+//! the first one's listening socket over; the first idles until SIGTERM, then exits at once.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -64,15 +66,50 @@ fn bad_input_exits_2_and_says_what_to_fix() {
             .code(2)
             .stderr(stderr);
     }
-    // A listen address in use, with a CA that is fine.
+    // A CA that is fine, and a hand-over socket whose directory cannot be made: a file is
+    // where it would be.
     let sim_ca = dir.path().join("ca.crt");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let sim = runtime.block_on(tls_sim());
     std::fs::write(&sim_ca, sim.ca_pem().unwrap()).unwrap();
     selfhost()
-        .args(["front", "--listen", &taken, "--backend", "127.0.0.1:6444"])
+        .args([
+            "front",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "127.0.0.1:6444",
+        ])
         .arg("--ca-file")
         .arg(&sim_ca)
+        .arg("--handover-socket")
+        .arg(Path::new(not_pem).join("run").join("handover.sock"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot make"))
+        .stderr(predicate::str::contains("not-pem.crt/run"))
+        .stderr(predicate::str::contains("--handover-socket"));
+    selfhost()
+        .args([
+            "front",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "127.0.0.1:6444",
+        ])
+        .args(["--start-patience", "0s"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--start-patience"));
+    // A listen address in use: its backend never answers, so the front tries once its
+    // patience is spent.
+    selfhost()
+        .args(["front", "--listen", &taken, "--backend", "127.0.0.1:6444"])
+        .args(["--start-patience", "100ms"])
+        .arg("--ca-file")
+        .arg(&sim_ca)
+        .arg("--handover-socket")
+        .arg(dir.path().join("handover.sock"))
         .assert()
         .code(2)
         .stderr(predicate::str::contains(format!(
@@ -115,33 +152,16 @@ async fn passes_requests_through_says_each_change_once_and_drains_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.crt");
     std::fs::write(&ca, sim.ca_pem().unwrap()).unwrap();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
-        .args([
-            "front",
+    let (mut child, lines) = spawn_front(
+        &[
             "--listen",
             "127.0.0.1:0",
-            "--check-interval",
-            "50ms",
-        ])
-        .args(["--backend", &sim.address().to_string()])
-        .arg("--ca-file")
-        .arg(&ca)
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (send, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if send.send(line).is_err() {
-                break;
-            }
-        }
-    });
+            "--backend",
+            &sim.address().to_string(),
+        ],
+        &ca,
+        &dir.path().join("handover.sock"),
+    );
     let mut seen = Vec::new();
     let listening = line_with(&lines, &mut seen, "front: listening on ");
     let addr = listening
@@ -197,22 +217,140 @@ async fn passes_requests_through_says_each_change_once_and_drains_on_sigterm() {
     // Its kept-alive connection closes: the drain has nothing left to wait for.
     drop(client);
 
+    terminate(&child);
+    line_with(&lines, &mut seen, "SIGTERM: no longer accepting");
+    line_with(&lines, &mut seen, "front: stopped");
+    let status = exit_within(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "stderr: {seen:#?}");
+    let not_ready = seen.iter().filter(|l| l.contains("is not ready")).count();
+    assert_eq!(not_ready, 1, "said once: {seen:#?}");
+}
+
+/// A `selfhost front` process with `args`, trusting `ca`, its hand-over socket at `handover`
+/// (checking every 50 ms), and its stderr line by line.
+fn spawn_front(args: &[&str], ca: &Path, handover: &Path) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
+        .arg("front")
+        .args(args)
+        .args(["--check-interval", "50ms"])
+        .arg("--ca-file")
+        .arg(ca)
+        .arg("--handover-socket")
+        .arg(handover)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
+
+fn terminate(child: &Child) {
     let sent = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(sent.success());
-    line_with(&lines, &mut seen, "SIGTERM: no longer accepting");
-    line_with(&lines, &mut seen, "front: stopped");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
+}
+
+/// Its exit status, within `limit`.
+fn exit_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
         if let Some(status) = child.try_wait().unwrap() {
-            break status;
+            return status;
         }
-        assert!(Instant::now() < deadline, "still running after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "still running {limit:?} after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_front_takes_over_and_the_old_one_idles_until_sigterm_then_exits_at_once() {
+    let sim = tls_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(&ca, sim.ca_pem().unwrap()).unwrap();
+    let handover = dir.path().join("run").join("handover.sock");
+    let backend = sim.address().to_string();
+    let (mut old, old_lines) = spawn_front(
+        &["--listen", "127.0.0.1:0", "--backend", &backend],
+        &ca,
+        &handover,
+    );
+    let mut old_seen = Vec::new();
+    let listening = line_with(&old_lines, &mut old_seen, "front: listening on ");
+    assert!(
+        listening.contains("bound afresh (no front to take over from)"),
+        "{listening}"
+    );
+    let addr = listening
+        .trim_start_matches("front: listening on ")
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
+    line_with(&old_lines, &mut old_seen, "front: serving");
+
+    let mut config = sim.config().await.unwrap();
+    config.cluster_url = format!("https://{addr}").parse().unwrap();
+    config.auth_info = kube::config::AuthInfo::default();
+    let version = || {
+        let client = kube::Client::try_from(config.clone()).unwrap();
+        async move { client.apiserver_version().await.map(|v| v.git_version) }
     };
-    assert_eq!(status.code(), Some(0), "stderr: {seen:#?}");
-    let not_ready = seen.iter().filter(|l| l.contains("is not ready")).count();
-    assert_eq!(not_ready, 1, "said once: {seen:#?}");
+    assert_eq!(version().await.unwrap(), sim.version());
+
+    let (mut new, new_lines) =
+        spawn_front(&["--listen", &addr, "--backend", &backend], &ca, &handover);
+    let mut new_seen = Vec::new();
+    line_with(&new_lines, &mut new_seen, "1 of 1 ready");
+    let listening = line_with(&new_lines, &mut new_seen, "front: listening on ");
+    assert!(
+        listening.contains("taken over from the front at"),
+        "{listening}"
+    );
+    line_with(
+        &old_lines,
+        &mut old_seen,
+        "a new front took the listening socket",
+    );
+    line_with(&old_lines, &mut old_seen, "idle until stopped");
+    assert_eq!(
+        version().await.unwrap(),
+        sim.version(),
+        "the new front serves"
+    );
+
+    // The old front stays until told, then exits at once.
+    assert!(old.try_wait().unwrap().is_none(), "{old_seen:#?}");
+    terminate(&old);
+    line_with(&old_lines, &mut old_seen, "SIGTERM: stopping");
+    line_with(&old_lines, &mut old_seen, "a new front serves in its place");
+    let status = exit_within(&mut old, Duration::from_secs(2));
+    assert_eq!(status.code(), Some(0), "stderr: {old_seen:#?}");
+    assert_eq!(
+        version().await.unwrap(),
+        sim.version(),
+        "the new front serves on"
+    );
+
+    terminate(&new);
+    line_with(&new_lines, &mut new_seen, "front: stopped");
+    let status = exit_within(&mut new, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "stderr: {new_seen:#?}");
 }

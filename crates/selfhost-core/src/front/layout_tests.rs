@@ -209,7 +209,8 @@ fn the_front_pod_runs_the_front_between_the_nodes_address_and_both_loopback_back
     assert_eq!(
         args,
         "front --listen 10.0.0.11:6443 --backend 127.0.0.1:6443 --backend 127.0.0.2:6443 \
-         --ca-file /etc/kubernetes/pki/ca.crt --check-server-name kubernetes"
+         --ca-file /etc/kubernetes/pki/ca.crt --check-server-name kubernetes \
+         --handover-socket /run/selfhost-front/handover.sock"
     );
     assert_eq!(spec.host_network, Some(true), "it listens on the node");
     assert_eq!(
@@ -222,9 +223,25 @@ fn the_front_pod_runs_the_front_between_the_nodes_address_and_both_loopback_back
         "its 25 s drain fits"
     );
     let mounts = spec.containers[0].volume_mounts.clone().expect("mounts");
-    assert_eq!(mounts.len(), 1);
+    assert_eq!(mounts.len(), 2);
     assert_eq!(mounts[0].mount_path, "/etc/kubernetes/pki");
     assert_eq!(mounts[0].read_only, Some(true), "it only reads the CA");
+    // The hand-over socket's directory, on the host: the next front's pod reaches it there.
+    assert_eq!(mounts[1].mount_path, "/run/selfhost-front");
+    assert_ne!(mounts[1].read_only, Some(true), "it binds its socket there");
+    let volumes = spec.volumes.clone().expect("volumes");
+    let handover = volumes
+        .iter()
+        .find(|v| v.name == mounts[1].name)
+        .and_then(|v| v.host_path.clone())
+        .expect("a host path");
+    assert_eq!(handover.path, "/run/selfhost-front");
+    assert_eq!(
+        handover.type_.as_deref(),
+        Some("DirectoryOrCreate"),
+        "/run is emptied at boot"
+    );
+    assert!(HANDOVER_SOCKET.starts_with(&handover.path));
 
     let tuned = FrontPod {
         tuning: Some(FrontTuning {

@@ -10,8 +10,11 @@
 
 //!
 //! Where the front and the node's kube-apiservers listen is [`FrontLayout`]; the front's
-//! static pod is [`FrontPod`].
+//! static pod is [`FrontPod`]. A new front takes the listening socket of the one serving, so
+//! that the front's own upgrade loses no connection; what they say to each other is
+//! [`handover`].
 
+pub mod handover;
 mod health;
 mod layout;
 mod pod;
@@ -25,11 +28,13 @@ pub use layout::{
 };
 pub use pod::{
     CHECK_SERVER_NAME, CLUSTER_CA_FILE, DEFAULT_SECURE_PORT, FRONT_LABEL, FRONT_MANIFEST,
-    FRONT_NAME, FrontPod, FrontTuning, api_address, is_front,
+    FRONT_NAME, FrontPod, FrontTuning, HANDOVER_SOCKET, api_address, is_front,
 };
 pub use pool::{Event, Pool};
 pub use presence::{FrontBackend, FrontState, NodeApiFront, api_fronts};
 
+#[cfg(test)]
+mod handover_tests;
 #[cfg(test)]
 mod layout_tests;
 #[cfg(test)]

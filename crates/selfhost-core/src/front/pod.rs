@@ -2,7 +2,8 @@
 //! node's manifests directory.
 //!
 //! It is a static pod, not a DaemonSet, because it must run when the API it fronts does not;
-//! it needs no credentials (it checks `/readyz` anonymously) and reads only the cluster CA.
+//! it needs no credentials (it checks `/readyz` anonymously), reads only the cluster CA and
+//! writes only its hand-over socket.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -31,6 +32,10 @@ pub const CLUSTER_CA_FILE: &str = "/etc/kubernetes/pki/ca.crt";
 pub const CHECK_SERVER_NAME: &str = "kubernetes";
 /// The secure port a kube-apiserver listens on when its flags do not say.
 pub const DEFAULT_SECURE_PORT: u16 = 6443;
+/// The Unix socket where the node's front serves its listening socket to the next front, on
+/// the host. Its directory is the pod's only writable host path: a front in another pod (the
+/// next version's) reaches it there.
+pub const HANDOVER_SOCKET: &str = "/run/selfhost-front/handover.sock";
 /// How long the front drains its open connections once told to stop (its own default).
 const DRAIN: Duration = Duration::from_secs(25);
 
@@ -90,6 +95,8 @@ impl FrontPod {
             self.ca_file.clone(),
             "--check-server-name".to_string(),
             CHECK_SERVER_NAME.to_string(),
+            "--handover-socket".to_string(),
+            HANDOVER_SOCKET.to_string(),
         ]);
         let drain = self.tuning.map_or(DRAIN, |t| t.drain);
         if let Some(tuning) = &self.tuning {
@@ -103,6 +110,7 @@ impl FrontPod {
             ]);
         }
         let ca_dir = parent(&self.ca_file).to_string();
+        let handover_dir = parent(HANDOVER_SOCKET).to_string();
         let requests = BTreeMap::from([
             ("cpu".to_string(), Quantity("20m".to_string())),
             ("memory".to_string(), Quantity("32Mi".to_string())),
@@ -128,12 +136,19 @@ impl FrontPod {
                         requests: Some(requests),
                         ..ResourceRequirements::default()
                     }),
-                    volume_mounts: Some(vec![VolumeMount {
-                        name: "ca".to_string(),
-                        mount_path: ca_dir.clone(),
-                        read_only: Some(true),
-                        ..VolumeMount::default()
-                    }]),
+                    volume_mounts: Some(vec![
+                        VolumeMount {
+                            name: "ca".to_string(),
+                            mount_path: ca_dir.clone(),
+                            read_only: Some(true),
+                            ..VolumeMount::default()
+                        },
+                        VolumeMount {
+                            name: "handover".to_string(),
+                            mount_path: handover_dir.clone(),
+                            ..VolumeMount::default()
+                        },
+                    ]),
                     ..Container::default()
                 }],
                 host_network: Some(true),
@@ -144,14 +159,25 @@ impl FrontPod {
                         .unwrap_or(i64::MAX)
                         .saturating_add(5),
                 ),
-                volumes: Some(vec![Volume {
-                    name: "ca".to_string(),
-                    host_path: Some(HostPathVolumeSource {
-                        path: ca_dir,
-                        type_: Some("Directory".to_string()),
-                    }),
-                    ..Volume::default()
-                }]),
+                volumes: Some(vec![
+                    Volume {
+                        name: "ca".to_string(),
+                        host_path: Some(HostPathVolumeSource {
+                            path: ca_dir,
+                            type_: Some("Directory".to_string()),
+                        }),
+                        ..Volume::default()
+                    },
+                    // `/run` is emptied at boot: the first front after it makes the directory.
+                    Volume {
+                        name: "handover".to_string(),
+                        host_path: Some(HostPathVolumeSource {
+                            path: handover_dir,
+                            type_: Some("DirectoryOrCreate".to_string()),
+                        }),
+                        ..Volume::default()
+                    },
+                ]),
                 ..PodSpec::default()
             }),
             status: None,

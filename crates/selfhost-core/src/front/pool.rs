@@ -3,7 +3,8 @@
 
 use super::health::{BackendHealth, Check, HealthPolicy, Transition};
 
-/// A change the front says once, when it happens.
+/// A change the front says once, when it happens. The pool says the changes of health; the
+/// engine says those of a hand-over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A backend takes new connections.
@@ -29,6 +30,15 @@ pub enum Event {
     /// The first connection of a time with no healthy backend was closed unserved (the
     /// following ones are counted in the next [`Event::Available`]).
     Closing,
+    /// A new front took the listening socket (see [`super::handover`]): this one accepts no
+    /// more, and its open connections finish.
+    HandedOver,
+    /// After a hand-over, the open connections finished, or the drain's time was up: the
+    /// front is idle until told to stop.
+    Drained {
+        /// Connections still open when the drain's time was up, and cut.
+        cut: usize,
+    },
 }
 
 #[derive(Debug, Clone)]

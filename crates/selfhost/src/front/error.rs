@@ -2,9 +2,10 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-/// Why the API front cannot start: every cause is in what it was given, and nothing was
-/// listened on.
+/// Why the API front cannot start: every cause is in what it was given or where it runs;
+/// nothing was listened on, and a front it was to take over from keeps serving.
 #[derive(Debug, thiserror::Error)]
 pub enum FrontError {
     /// No backend was given.
@@ -67,6 +68,64 @@ pub enum FrontError {
         source: std::io::Error,
         /// How to fix it, when known.
         hint: &'static str,
+    },
+    /// The hand-over socket's path is empty, or too long for a Unix socket.
+    #[error(
+        "cannot serve a hand-over socket at {path:?}: give --handover-socket a path of at most \
+         {max} bytes (a Unix socket's limit, less what the front binds beside it)"
+    )]
+    HandoverPath {
+        /// The path given.
+        path: PathBuf,
+        /// The longest path it takes.
+        max: usize,
+    },
+    /// The hand-over socket's directory cannot be made.
+    #[error(
+        "cannot make {dir}, the directory of the hand-over socket: {source}; give \
+         --handover-socket a path in a directory this process can make and write"
+    )]
+    HandoverDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The hand-over socket, or its lock beside it, cannot be made there.
+    #[error(
+        "cannot serve the hand-over socket at {path}: {source}; give --handover-socket a \
+         path in a directory this process can write"
+    )]
+    HandoverSocket {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Another front starting with the same hand-over socket holds its lock too long.
+    #[error(
+        "another front starting with the hand-over socket {path} held its lock for {} s: \
+         stop it, or give this one another --handover-socket",
+        waited.as_secs()
+    )]
+    HandoverBusy {
+        /// The hand-over socket.
+        path: PathBuf,
+        /// How long this front waited.
+        waited: Duration,
+    },
+    /// The front serving the hand-over socket listens on another address.
+    #[error(
+        "the front serving the hand-over socket {path} listens on {theirs}, not {ours}: give \
+         this front --listen {theirs} to take over from it, or another --handover-socket"
+    )]
+    HandoverElsewhere {
+        /// The hand-over socket.
+        path: PathBuf,
+        /// Where the serving front listens.
+        theirs: SocketAddr,
+        /// Where this front was to listen.
+        ours: SocketAddr,
     },
 }
 

@@ -1,14 +1,20 @@
 //! The node-local API front (`selfhost front`): a TCP proxy on the node's API address that
 //! passes each new connection, TLS untouched, to one of the node's kube-apiservers on their
-//! loopback ports, only to those whose `/readyz` passes (see `docs/design.md`, "Node-local
+//! loopback addresses, only to those whose `/readyz` passes (see `docs/design.md`, "Node-local
 //! API front"). The decisions (health from checks, the choice of a backend) are
 //! `selfhost_core::front`'s; here are the sockets: `check.rs` (the `/readyz` checks),
-//! `proxy.rs` (accepting and copying), `state.rs` (what their tasks share).
+//! `start.rs` (the checks before listening), `listen.rs` and `handover.rs` (the listening
+//! socket, bound afresh or taken over from the front serving before, and given to the next),
+//! `proxy.rs` (accepting and copying), `state.rs` (what their tasks share); `install.rs`
+//! puts the front's static pod on a self-hosted node.
 
 mod check;
 mod error;
+mod handover;
 pub(crate) mod install;
+mod listen;
 mod proxy;
+mod start;
 mod state;
 
 use std::net::SocketAddr;
@@ -16,13 +22,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use selfhost_core::front::{HealthPolicy, Pool};
-use tokio::net::TcpListener;
+use selfhost_core::front::{Event, HealthPolicy, Pool};
+use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
 pub use check::trusting;
 pub use error::FrontError;
+pub use handover::FreshBecause;
+pub use listen::Listening;
 pub use selfhost_core::front::Event as FrontEvent;
+pub use selfhost_core::front::HANDOVER_SOCKET as DEFAULT_HANDOVER_SOCKET;
+pub use start::Found;
 
 use check::Checker;
 use state::Shared;
@@ -37,6 +47,8 @@ pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_HOLD: Duration = Duration::from_secs(2);
 /// How long open connections may take to finish once the front is stopped.
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(25);
+/// How long a starting front checks its backends for a healthy one before it listens anyway.
+pub const DEFAULT_START_PATIENCE: Duration = Duration::from_secs(30);
 /// How long a connection to a backend may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -60,12 +72,20 @@ pub struct FrontOptions {
     pub rise: u32,
     /// How long a new connection waits for a healthy backend before it is closed.
     pub hold: Duration,
-    /// How long open connections may take to finish once the front is stopped.
+    /// How long open connections may take to finish once the front is stopped, or once it
+    /// handed its listening socket over.
     pub drain: Duration,
+    /// How long it checks the backends for a healthy one before it listens anyway; while a
+    /// front serves at the hand-over socket, it checks on and takes over only once one is.
+    pub start_patience: Duration,
+    /// The Unix socket where it takes the listening socket of the front serving before it,
+    /// and then gives its own to the next one; `None`: it binds afresh and gives none.
+    pub handover: Option<PathBuf>,
 }
 
 impl FrontOptions {
-    /// A front on `listen` before `backends`, with the default CA file and timings.
+    /// A front on `listen` before `backends`, with the default CA file and timings, and no
+    /// hand-over socket (`selfhost front` gives [`DEFAULT_HANDOVER_SOCKET`]).
     pub fn new(listen: SocketAddr, backends: Vec<SocketAddr>) -> FrontOptions {
         FrontOptions {
             listen,
@@ -77,6 +97,8 @@ impl FrontOptions {
             rise: 1,
             hold: DEFAULT_HOLD,
             drain: DEFAULT_DRAIN,
+            start_patience: DEFAULT_START_PATIENCE,
+            handover: None,
         }
     }
 }
@@ -86,22 +108,47 @@ impl FrontOptions {
 pub struct FrontStopped {
     /// Connections still open when the drain's time was up, and cut.
     pub cut: usize,
+    /// Whether a new front took its listening socket before it was stopped.
+    pub handed_over: bool,
+}
+
+/// How a front started: what its checks found, and how it came by its listening socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrontStart {
+    /// The backends as found before listening.
+    pub found: Found,
+    /// Taken over, or bound afresh and why.
+    pub listening: Listening,
 }
 
 /// A front listening, its options checked, not yet passing connections on.
 #[derive(Debug)]
 pub struct Front {
     listener: TcpListener,
+    /// Where it gives its listening socket to the next front.
+    server: Option<UnixListener>,
+    /// The conversation with the front it took its socket from.
+    conversation: Option<UnixStream>,
     checker: Checker,
     options: FrontOptions,
+    /// The backends' health as checked before listening.
+    pool: Pool,
+    /// The changes those checks made, told when it runs.
+    told: Vec<Event>,
+    start: FrontStart,
 }
 
 impl Front {
-    /// Checks the options, reads the CA and listens.
+    /// Checks the options and reads the CA; checks the backends until one is healthy (or the
+    /// start's patience is spent with no front serving at the hand-over socket); then takes the
+    /// listening socket of the front serving the hand-over socket, or listens afresh, and
+    /// serves the hand-over socket for the next front. The front it takes the socket from keeps
+    /// accepting until this one runs.
     ///
     /// # Errors
     /// No backend, a backend on the listen address, a CA file missing or not PEM, a server
-    /// name that is none, or an address that cannot be listened on.
+    /// name that is none, a hand-over socket that cannot be served or whose front listens
+    /// elsewhere, or an address that cannot be listened on.
     pub async fn bind(options: FrontOptions) -> Result<Front, FrontError> {
         if options.backends.is_empty() {
             return Err(FrontError::NoBackend);
@@ -114,14 +161,41 @@ impl Front {
             options.check_server_name.as_deref(),
             options.check_timeout,
         )?;
-        let listener = TcpListener::bind(options.listen)
-            .await
-            .map_err(|e| FrontError::listen(options.listen, e))?;
+        if let Some(path) = &options.handover {
+            listen::prepare(path)?;
+        }
+        let mut pool = Pool::new(
+            options.backends.iter().map(ToString::to_string),
+            HealthPolicy { rise: options.rise },
+        );
+        let (found, told) = start::check_backends(
+            &checker,
+            &options.backends,
+            &mut pool,
+            options.check_interval,
+            options.start_patience,
+            options.handover.as_deref(),
+        )
+        .await;
+        let held = listen::acquire(options.listen, options.handover.as_deref()).await?;
         Ok(Front {
-            listener,
+            listener: held.listener,
+            server: held.server,
+            conversation: held.conversation,
             checker,
             options,
+            pool,
+            told,
+            start: FrontStart {
+                found,
+                listening: held.listening,
+            },
         })
+    }
+
+    /// What its checks found before it listened, and how it came by its listening socket.
+    pub fn start(&self) -> &FrontStart {
+        &self.start
     }
 
     /// The address it listens on (with the port chosen, when 0 was asked for).
@@ -135,6 +209,11 @@ impl Front {
     /// Checks the backends and passes connections on until `cancel`; then stops accepting,
     /// lets the open connections finish (up to the drain time) and returns. `report` hears
     /// each change of a backend's health and of the front's, once.
+    ///
+    /// When it took its socket over, it first tells the front it took it from, which stops
+    /// accepting. When a new front takes its socket, it stops accepting, lets the open
+    /// connections finish (up to the drain time) and then idles until `cancel`: as a static pod,
+    /// a front that exits is started again, and would take the socket back.
     pub async fn run(
         self,
         cancel: CancellationToken,
@@ -142,18 +221,25 @@ impl Front {
     ) -> FrontStopped {
         let Front {
             listener,
+            server,
+            conversation,
             checker,
             options,
+            pool,
+            told,
+            start: _,
         } = self;
-        let pool = Pool::new(
-            options.backends.iter().map(ToString::to_string),
-            HealthPolicy { rise: options.rise },
-        );
         let shared = Arc::new(Shared::new(
             pool,
             options.backends.clone(),
             Box::new(report),
         ));
+        for event in told {
+            shared.tell(event);
+        }
+        if let Some(conversation) = conversation {
+            handover::confirm(conversation).await;
+        }
         let checks = cancel.child_token();
         for (index, &backend) in options.backends.iter().enumerate() {
             tokio::spawn(check_loop(
@@ -170,9 +256,35 @@ impl Front {
             connect: CONNECT_TIMEOUT,
             drain: options.drain,
         };
-        let cut = proxy::serve(listener, shared, timing, cancel).await;
+        let listener = Arc::new(listener);
+        // Accepting ends at `cancel`, or when a new front took the socket.
+        let accepting = cancel.child_token();
+        let giving = server.map(|server| {
+            let (socket, accepting, shared) = (listener.clone(), accepting.clone(), shared.clone());
+            let held = socket.local_addr().unwrap_or(options.listen);
+            let stop = cancel.clone();
+            tokio::spawn(async move {
+                let taken = handover::serve(server, socket, held, stop).await;
+                if taken {
+                    // Said once accepting has stopped: a connection made after it is the new
+                    // front's.
+                    accepting.cancel();
+                    shared.tell(Event::HandedOver);
+                }
+                taken
+            })
+        });
+        let cut = proxy::serve(listener, shared.clone(), timing, accepting).await;
         checks.cancel();
-        FrontStopped { cut }
+        let handed_over = match giving {
+            Some(giving) => giving.await.unwrap_or(false),
+            None => false,
+        };
+        if handed_over {
+            shared.tell(Event::Drained { cut });
+            cancel.cancelled().await;
+        }
+        FrontStopped { cut, handed_over }
     }
 }
 

@@ -27,10 +27,11 @@ pub struct Timing {
 /// After an accept error (too many open files, say), the pause before accepting again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// Accepts until `cancel`, then stops accepting and waits up to `timing.drain` for the open
+/// Accepts until `cancel`, then stops accepting (closes its copy of the listening socket; a
+/// front it was handed over to keeps its own) and waits up to `timing.drain` for the open
 /// connections to finish. Returns how many were still open and cut at the end.
 pub async fn serve(
-    listener: TcpListener,
+    listener: Arc<TcpListener>,
     shared: Arc<Shared>,
     timing: Timing,
     cancel: CancellationToken,
@@ -38,6 +39,8 @@ pub async fn serve(
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
+            // Stopping comes first: once told, not one more connection is accepted.
+            biased;
             () = cancel.cancelled() => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {

@@ -50,6 +50,11 @@ impl Shared {
         }
     }
 
+    /// Says `event`, a change the pool did not make (or made before the front ran).
+    pub fn tell(&self, event: Event) {
+        self.say(vec![event]);
+    }
+
     /// Records a check of backend `index`.
     pub fn record(&self, index: usize, check: &Check) {
         let events = self.with_pool(|p| p.record(index, check));

@@ -16,10 +16,10 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-const A_VERSION: &str = "v1.33.1";
-const B_VERSION: &str = "v1.34.0";
+pub(crate) const A_VERSION: &str = "v1.33.1";
+pub(crate) const B_VERSION: &str = "v1.34.0";
 
-async fn tls_sim(version: &str) -> SimServer {
+pub(crate) async fn tls_sim(version: &str) -> SimServer {
     SimServer::start(SimServerOptions {
         tls: true,
         git_version: version.into(),
@@ -27,6 +27,54 @@ async fn tls_sim(version: &str) -> SimServer {
     })
     .await
     .expect("simulator starts")
+}
+
+/// The CAs of some simulated backends: in a file for fronts, and trusted by a TLS client.
+pub(crate) struct Trust {
+    pub(crate) ca_file: std::path::PathBuf,
+    pub(crate) client: tokio_rustls::TlsConnector,
+    pub(crate) dir: tempfile::TempDir,
+}
+
+pub(crate) fn trust(sims: &[&SimServer]) -> Trust {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.crt");
+    let bundle: String = sims.iter().map(|s| s.ca_pem().unwrap()).collect();
+    std::fs::write(&ca_file, &bundle).unwrap();
+    let ca: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(bundle.as_bytes())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let config =
+        selfhost::front_tls_trusting(&ca, std::path::Path::new("the backends' CAs")).unwrap();
+    Trust {
+        ca_file,
+        client: tokio_rustls::TlsConnector::from(Arc::new(config)),
+        dir,
+    }
+}
+
+/// A new TLS connection to `addr`, verified as kubectl would (127.0.0.1).
+pub(crate) async fn connect(
+    addr: SocketAddr,
+    client: &tokio_rustls::TlsConnector,
+) -> Result<Conn, String> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    over(tcp, client).await
+}
+
+/// TLS over `tcp`, verified as kubectl would (127.0.0.1).
+pub(crate) async fn over(
+    tcp: TcpStream,
+    client: &tokio_rustls::TlsConnector,
+) -> Result<Conn, String> {
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let tls = client
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    Ok(Conn { tls })
 }
 
 /// Two backends, the front before them, and what the front said.
@@ -43,15 +91,12 @@ struct Bed {
 
 async fn bed(hold: Duration) -> Bed {
     let (a, b) = (tls_sim(A_VERSION).await, tls_sim(B_VERSION).await);
-    let dir = tempfile::tempdir().unwrap();
-    let ca_file = dir.path().join("ca.crt");
-    let bundle = format!("{}{}", a.ca_pem().unwrap(), b.ca_pem().unwrap());
-    std::fs::write(&ca_file, &bundle).unwrap();
+    let trust = trust(&[&a, &b]);
     let mut options = FrontOptions::new(
         "127.0.0.1:0".parse().unwrap(),
         vec![a.address(), b.address()],
     );
-    options.ca_file = ca_file;
+    options.ca_file = trust.ca_file;
     options.check_interval = Duration::from_millis(50);
     options.hold = hold;
     options.drain = Duration::from_secs(5);
@@ -63,12 +108,6 @@ async fn bed(hold: Duration) -> Bed {
     let task = tokio::spawn(front.run(cancel.clone(), move |e: &FrontEvent| {
         heard.lock().unwrap().push(e.clone());
     }));
-
-    let ca: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(bundle.as_bytes())
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let config =
-        selfhost::front_tls_trusting(&ca, std::path::Path::new("the backends' CAs")).unwrap();
     let bed = Bed {
         a,
         b,
@@ -76,8 +115,8 @@ async fn bed(hold: Duration) -> Bed {
         events,
         cancel,
         task,
-        client: tokio_rustls::TlsConnector::from(Arc::new(config)),
-        _dir: dir,
+        client: trust.client,
+        _dir: trust.dir,
     };
     bed.wait_for("both backends healthy", |events| {
         healthy(events, &bed.a) && healthy(events, &bed.b)
@@ -86,7 +125,7 @@ async fn bed(hold: Duration) -> Bed {
     bed
 }
 
-fn healthy(events: &[FrontEvent], sim: &SimServer) -> bool {
+pub(crate) fn healthy(events: &[FrontEvent], sim: &SimServer) -> bool {
     let name = sim.address().to_string();
     events.iter().rev().find_map(|e| match e {
         FrontEvent::Healthy { backend } if *backend == name => Some(true),
@@ -114,16 +153,7 @@ impl Bed {
 
     /// A new TLS connection through the front, verified as kubectl would (127.0.0.1).
     async fn connect(&self) -> Result<Conn, String> {
-        let tcp = TcpStream::connect(self.front)
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        let name = ServerName::try_from("127.0.0.1").unwrap();
-        let tls = self
-            .client
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("TLS: {e}"))?;
-        Ok(Conn { tls })
+        connect(self.front, &self.client).await
     }
 
     /// `GET /version` on a new connection: the backend's gitVersion.
@@ -137,13 +167,13 @@ impl Bed {
     }
 }
 
-struct Conn {
+pub(crate) struct Conn {
     tls: tokio_rustls::client::TlsStream<TcpStream>,
 }
 
 impl Conn {
     /// `GET /version` on this (kept-alive) connection: the backend's gitVersion.
-    async fn version(&mut self) -> Result<String, String> {
+    pub(crate) async fn version(&mut self) -> Result<String, String> {
         self.tls
             .write_all(b"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .await
@@ -191,20 +221,39 @@ impl Conn {
 }
 
 /// A probe loop through the front, one new connection per request, until `stop`: the
-/// versions answered and the failures.
+/// versions answered and the failures, and a count of the requests made so far.
 fn probe_loop(
     bed: &Arc<Bed>,
     stop: CancellationToken,
-) -> tokio::task::JoinHandle<Vec<Result<String, String>>> {
+) -> (
+    tokio::task::JoinHandle<Vec<Result<String, String>>>,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
     let bed = bed.clone();
-    tokio::spawn(async move {
+    let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = made.clone();
+    let task = tokio::spawn(async move {
         let mut results = Vec::new();
         while !stop.is_cancelled() {
             results.push(bed.version_once().await);
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         results
-    })
+    });
+    (task, made)
+}
+
+/// Waits until the probe loop has made `n` requests in all.
+async fn wait_made(made: &std::sync::atomic::AtomicUsize, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while made.load(std::sync::atomic::Ordering::Relaxed) < n {
+        assert!(
+            Instant::now() < deadline,
+            "the probe loop made fewer than {n} requests"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test]
@@ -223,7 +272,13 @@ async fn connections_pass_through_with_tls_untouched_to_both_backends() {
         vec![A_VERSION.to_string(), B_VERSION.to_string()],
         "new connections are spread over both"
     );
-    assert_eq!(bed.stop().await, FrontStopped { cut: 0 });
+    assert_eq!(
+        bed.stop().await,
+        FrontStopped {
+            cut: 0,
+            handed_over: false
+        }
+    );
 }
 
 #[tokio::test]
@@ -237,7 +292,7 @@ async fn a_backend_failing_readyz_gets_no_new_connections_and_keeps_its_open_one
         }
     };
     let stop = CancellationToken::new();
-    let probes = probe_loop(&bed, stop.clone());
+    let (probes, made) = probe_loop(&bed, stop.clone());
 
     // a starts its shutdown delay: /readyz fails while it still serves.
     bed.a.set_health_check_failing("shutdown", true);
@@ -264,6 +319,8 @@ async fn a_backend_failing_readyz_gets_no_new_connections_and_keeps_its_open_one
     for _ in 0..10 {
         assert_eq!(bed.version_once().await.as_deref(), Ok(B_VERSION));
     }
+    // The probe loop runs on through a's crash.
+    wait_made(&made, made.load(std::sync::atomic::Ordering::Relaxed) + 10).await;
     stop.cancel();
     let results = probes.await.unwrap();
     let failures: Vec<_> = results.iter().filter(|r| r.is_err()).collect();
@@ -284,14 +341,20 @@ async fn a_backend_failing_readyz_gets_no_new_connections_and_keeps_its_open_one
     );
     drop(kept);
     let bed = Arc::into_inner(bed).unwrap();
-    assert_eq!(bed.stop().await, FrontStopped { cut: 0 });
+    assert_eq!(
+        bed.stop().await,
+        FrontStopped {
+            cut: 0,
+            handed_over: false
+        }
+    );
 }
 
 #[tokio::test]
 async fn a_backend_that_stops_without_warning_costs_no_new_connection() {
     let bed = Arc::new(bed(Duration::from_secs(2)).await);
     let stop = CancellationToken::new();
-    let probes = probe_loop(&bed, stop.clone());
+    let (probes, _) = probe_loop(&bed, stop.clone());
     // Let the loop reach both backends, then b goes: the next connection to it is refused and
     // passed to a at once, before a check sees b gone.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -377,7 +440,13 @@ async fn stopping_lets_open_connections_finish() {
         .await
         .expect("it ends once the connection closed")
         .unwrap();
-    assert_eq!(stopped, FrontStopped { cut: 0 });
+    assert_eq!(
+        stopped,
+        FrontStopped {
+            cut: 0,
+            handed_over: false
+        }
+    );
 }
 
 #[tokio::test]
@@ -409,9 +478,24 @@ async fn bad_input_is_refused_at_start_with_what_was_wrong() {
         .unwrap_err();
     assert!(matches!(err, FrontError::CaNotPem { .. }), "{err}");
     assert!(err.to_string().contains("BEGIN CERTIFICATE"), "{err}");
+    // A hand-over socket whose directory cannot be made: a file is where it would be.
+    let mut options = with(&good, vec![backend]);
+    options.handover = Some(not_pem.join("run").join("handover.sock"));
+    let err = Front::bind(options).await.unwrap_err();
+    assert!(matches!(err, FrontError::HandoverDir { .. }), "{err}");
+    assert!(err.to_string().contains("--handover-socket"), "{err}");
+    let mut options = with(&good, vec![backend]);
+    options.handover = Some(dir.path().join("h".repeat(110)));
+    let err = Front::bind(options).await.unwrap_err();
+    assert!(
+        matches!(err, FrontError::HandoverPath { max: 102, .. }),
+        "{err}"
+    );
     let taken = tokio::net::TcpListener::bind(listen).await.unwrap();
     let mut options = with(&good, vec![backend]);
     options.listen = taken.local_addr().unwrap();
+    // Its backend never answers: it listens (and fails to) once the patience is spent.
+    options.start_patience = Duration::from_millis(100);
     let err = Front::bind(options).await.unwrap_err();
     assert!(
         err.to_string().contains("another process listens there"),

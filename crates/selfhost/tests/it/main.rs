@@ -6,6 +6,8 @@ mod campaign_regressions;
 mod client;
 mod convert;
 mod front;
+mod front_start;
+mod front_upgrade;
 mod handover;
 mod held_rollout;
 mod live_templates;
