@@ -226,7 +226,13 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         let control_planes = specs
             .iter()
             .filter(|s| s.role == NodeRole::ControlPlane)
-            .map(|s| s.name.clone())
+            .map(|s| {
+                // Node addresses are rendered by `node_specs`, always literal.
+                let ip =
+                    s.ip.parse()
+                        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+                (s.name.clone(), ip)
+            })
             .collect();
         ApiFrontEnd::new(model, b.timings.handover, control_planes)
     });
@@ -303,6 +309,9 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
             programs,
         };
         tasks.spawn(agent.run(rx, decisions.api_up.clone(), shutdown.clone()));
+    }
+    if let Some(f) = &front_end {
+        f.attach_kubelets(inputs.clone());
     }
     tasks.spawn(kubelet_pod_watch::run(
         api.clone(),
