@@ -12,7 +12,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::front::{ApiFrontState, Front, FrontTiming};
+use super::front::Front;
 use super::kernel::{Kernel, node_seed};
 use super::readiness::SharedPortReadiness;
 use super::sockets::{ApiProcess, FrontProcess, api_processes, front_processes};
@@ -24,9 +24,6 @@ use crate::cluster::node_input::NodeInput;
 use crate::cluster::process_table::ApiDecision;
 use crate::controllers::kubelet::{ImageRef, Kubelet, ProcessId, ReadinessModel};
 use crate::server::{ProcessOrigin, ProcessTimes, ServingProcess};
-
-/// How many exited fronts [`ApiFrontEnd::fronts`] still shows (their counts), per cluster.
-const GONE_FRONTS: usize = 16;
 
 /// One kube-apiserver process as the model last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,6 +170,11 @@ impl ApiFrontEnd {
     /// A node's kernel (`None`: not a control-plane node).
     pub(super) fn kernel(&self, node: &str) -> Option<&Kernel> {
         self.kernels.get(node).map(Arc::as_ref)
+    }
+
+    /// The kubelet of `node`, where its fronts say they exit.
+    pub(super) fn kubelet_of(&self, node: &str) -> Option<mpsc::UnboundedSender<NodeInput>> {
+        self.kubelets.get().and_then(|k| k.get(node)).cloned()
     }
 
     /// Tells fronts where their node's kubelet is: a front that has drained tells it it
@@ -349,47 +351,6 @@ impl ApiFrontEnd {
         changed
     }
 
-    fn reconcile_fronts(&self, node: &str, state: &mut State, views: Vec<FrontProcess>) -> bool {
-        let mut changed = false;
-        let State {
-            fronts,
-            gone_fronts,
-            ..
-        } = state;
-        let table = fronts.entry(node.to_string()).or_default();
-        table.retain(|id, entry| {
-            let alive = views.iter().any(|v| v.id == *id);
-            if !alive {
-                entry.front.exit();
-                gone_fronts.push_back(entry.front.clone());
-                changed = true;
-            }
-            alive
-        });
-        while gone_fronts.len() > GONE_FRONTS {
-            gone_fronts.pop_front();
-        }
-        for view in views {
-            match table.get_mut(&view.id) {
-                Some(entry) if !entry.view.differs_from(&view) => {}
-                Some(entry) => {
-                    entry.front.observe(&view);
-                    entry.view = view;
-                    changed = true;
-                }
-                None => {
-                    let timing = FrontTiming::of(&view, self.timings.spec_seconds_divisor);
-                    let kubelet = self.kubelets.get().and_then(|k| k.get(node)).cloned();
-                    let front = Arc::new(Front::new(node, &view, timing, kubelet));
-                    front.observe(&view);
-                    table.insert(view.id, FrontEntry { view, front });
-                    changed = true;
-                }
-            }
-        }
-        changed
-    }
-
     fn times_of(&self, view: &ApiProcess) -> ProcessTimes {
         let accepts_at = view
             .accepts
@@ -435,20 +396,6 @@ impl ApiFrontEnd {
                 connections: e.serving.connections(),
                 times: e.serving.times(),
             })
-            .collect()
-    }
-
-    /// Every node-local API front with a socket, by node and process, then those whose process
-    /// is gone (the latest few): where each listens, its backends' health and what it did with
-    /// its connections.
-    pub fn fronts(&self) -> Vec<ApiFrontState> {
-        let state = self.lock();
-        state
-            .fronts
-            .values()
-            .flat_map(|t| t.values().map(|e| e.front.clone()))
-            .chain(state.gone_fronts.iter().cloned())
-            .map(|f| f.state())
             .collect()
     }
 

@@ -32,6 +32,7 @@
 
 mod balancer;
 mod front;
+mod front_table;
 mod frontend;
 mod kernel;
 mod pool;
