@@ -143,6 +143,10 @@ pub struct DemoArgs {
     /// of as real processes perform them.
     #[arg(long)]
     pub idealised: bool,
+    /// A cluster without the node-local API front `convert to-self-hosted` installs on every
+    /// control-plane node: clients then reach the kube-apiservers' shared port directly.
+    #[arg(long)]
+    pub no_front: bool,
     /// What to show: an upgrade, or a power cut of every node survived with
     /// `selfhost checkpoint` on each control-plane node.
     #[arg(long, value_enum, default_value = "upgrade")]
@@ -574,6 +578,11 @@ pub struct SimArgs {
     /// every control-plane node (it then does not come back from a power cut by itself).
     #[arg(long)]
     pub no_checkpointer: bool,
+    /// A self-hosted cluster without the node-local API front `convert to-self-hosted`
+    /// installs on every control-plane node: clients then reach the kube-apiservers' shared
+    /// port directly.
+    #[arg(long)]
+    pub no_front: bool,
     /// Hand-overs as in a diagram (a connection only ever reaches a Ready apiserver) instead
     /// of as real processes perform them.
     #[arg(long)]

@@ -123,8 +123,15 @@ async fn start_cluster(args: &DemoArgs, from: &KubeVersion) -> Result<SimCluster
         // What real processes do at a hand-over, as `selfhost sim` models by default.
         .handovers((!args.idealised).then(Handovers::measured))
         .control_plane_releases(SIM_MINORS, SIM_MAX_PATCH);
-    // What `convert to-self-hosted` builds: a checkpointer on every control-plane node.
-    super::with_checkpointer(builder, speedup(args))?
+    // What `convert to-self-hosted` builds: a checkpointer and an API front on every
+    // control-plane node.
+    let builder = super::with_checkpointer(builder, speedup(args))?;
+    let builder = if args.no_front {
+        builder
+    } else {
+        super::with_front(builder, speedup(args))?
+    };
+    builder
         .start()
         .await
         .map_err(|e| CliError::from(anyhow!(e).context("starting the simulated cluster")))
@@ -341,8 +348,13 @@ pub async fn run(global: &GlobalArgs, args: &DemoArgs) -> Result<Outcome, CliErr
     }
     let started = Instant::now();
     let setting = format!(
-        "{nodes} control-plane node(s), self-hosted with port sharing, {} hand-overs, pods {}x \
-         faster than real ones",
+        "{nodes} control-plane node(s), self-hosted with port sharing{}, {} hand-overs, pods \
+         {}x faster than real ones",
+        if args.no_front {
+            ""
+        } else {
+            " behind an API front on each node"
+        },
         if args.idealised {
             "idealised"
         } else {

@@ -16,6 +16,7 @@ pub mod running;
 pub mod signals;
 pub mod sim;
 pub mod sim_checkpointer;
+pub mod sim_front;
 pub mod status;
 pub mod trace;
 
@@ -40,6 +41,16 @@ fn with_checkpointer(
         speed,
     )
     .map_err(|e| CliError::from(anyhow::anyhow!(e).context("rendering the checkpointer")))
+}
+
+/// `builder` with a node-local API front on every control-plane node, as `convert
+/// to-self-hosted` installs it; its clock `speed` times faster than real.
+fn with_front(
+    builder: selfhost_sim::cluster::SimClusterBuilder,
+    speed: u32,
+) -> Result<selfhost_sim::cluster::SimClusterBuilder, CliError> {
+    sim_front::with_front(builder, speed)
+        .map_err(|e| CliError::from(anyhow::anyhow!(e).context("rendering the API front")))
 }
 
 fn conclude(outcome: Outcome, message: String, json: bool) -> Result<Outcome, CliError> {

@@ -55,9 +55,16 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
         .kubeconfig_path(&kubeconfig);
     // What `convert to-self-hosted` builds: a checkpointer on every control-plane node.
     let checkpointer = mode == BootstrapMode::SelfHosted && !args.no_checkpointer;
+    let speed = if args.fast { FAST_SPEED } else { 1 };
     let builder = if checkpointer {
-        let speed = if args.fast { FAST_SPEED } else { 1 };
         super::with_checkpointer(builder, speed)?
+    } else {
+        builder
+    };
+    // And a node-local API front on every control-plane node.
+    let front = mode == BootstrapMode::SelfHosted && !args.no_front;
+    let builder = if front {
+        super::with_front(builder, speed)?
     } else {
         builder
     };
@@ -67,7 +74,7 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
         .map_err(|e| CliError::from(anyhow!(e).context("starting the simulated cluster")))?;
 
     let text = format!(
-        "Simulated cluster ready: {} control-plane node(s), {} worker(s), Kubernetes {version}, {} control plane{}{checkpointers}.\n\
+        "Simulated cluster ready: {} control-plane node(s), {} worker(s), Kubernetes {version}, {} control plane{}{checkpointers}{fronts}.\n\
          API server: {}\n\
          etcd (the store; it answers while every node is down): {etcd}\n  \
          --etcd-endpoints {etcd} --etcd-cacert {ca} --etcd-cert {cert} --etcd-key {key}\n  \
@@ -102,6 +109,11 @@ pub async fn run(global: &GlobalArgs, args: &SimArgs) -> Result<Outcome, CliErro
         off = MACHINE_OFF.as_secs(),
         checkpointers = if checkpointer {
             ", a checkpointer on every control-plane node"
+        } else {
+            ""
+        },
+        fronts = if front {
+            ", an API front on every control-plane node"
         } else {
             ""
         },

@@ -1,18 +1,20 @@
 //! The objects a simulated cluster starts with: its nodes, a kubeadm-like control plane as
 //! static pod manifests, the `kubeadm-config` ConfigMap, and — in self-hosted mode — the
-//! control-plane DaemonSets.
+//! control-plane DaemonSets (behind node-local API fronts, when asked).
 //!
 //! The control-plane templates repeat, in small, what the product renders
 //! (`selfhost manifests`), because the simulator must not depend on the product it tests;
 //! a test in the CLI crate checks the two stay alike.
 
 mod control_plane;
+mod front;
 
 use serde_json::{Value, json};
 
 pub use control_plane::{
     COMPONENTS, daemonset, kubeadm_config_map, mirror_name, secure_port, static_pod,
 };
+pub use front::{FRONT_ANNOTATION, FrontLayout};
 
 /// How the control plane of a simulated cluster runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use super::leader_election::LeaseRelease;
 use super::model::{AnyReadyApiserver, FirstReadyProcess, LeaderPolicy, ServingPolicy};
 use super::timings::SimTimings;
 use super::{ClusterError, SimCluster};
-use crate::bootstrap::BootstrapMode;
+use crate::bootstrap::{BootstrapMode, FrontLayout, NodeSpec};
 use crate::controllers::kubelet::ImageBehaviour;
 
 /// A simulated cluster to start: nodes, mode, version, latencies, registry and the model.
@@ -51,20 +51,27 @@ pub struct SimClusterBuilder {
     pub(crate) handovers: Option<Handovers>,
     pub(crate) process_hostname: Option<String>,
     pub(crate) control_plane_static_pods: Vec<(String, NodeManifest)>,
+    pub(crate) api_front: Option<FrontLayout>,
 }
 
-/// Renders one node's copy of a static pod manifest, given the node's name.
+/// Renders one node's copy of a static pod manifest, given the node.
 #[derive(Clone)]
-pub struct NodeManifest(Arc<dyn Fn(&str) -> String + Send + Sync>);
+pub struct NodeManifest(Arc<dyn Fn(&NodeSpec) -> String + Send + Sync>);
 
 impl NodeManifest {
-    /// A manifest rendered by `render` for each node.
+    /// A manifest rendered by `render` for each node, given its name.
     pub fn new(render: impl Fn(&str) -> String + Send + Sync + 'static) -> Self {
+        NodeManifest(Arc::new(move |node: &NodeSpec| render(&node.name)))
+    }
+
+    /// A manifest rendered by `render` for each node, given the node (its name and address:
+    /// a node-local API front listens on the node's address).
+    pub fn for_node(render: impl Fn(&NodeSpec) -> String + Send + Sync + 'static) -> Self {
         NodeManifest(Arc::new(render))
     }
 
     /// The manifest for `node`.
-    pub fn render(&self, node: &str) -> String {
+    pub fn render(&self, node: &NodeSpec) -> String {
         (self.0)(node)
     }
 }
@@ -105,6 +112,7 @@ impl Default for SimClusterBuilder {
             handovers: None,
             process_hostname: None,
             control_plane_static_pods: Vec::new(),
+            api_front: None,
         }
     }
 }
@@ -121,6 +129,19 @@ impl SimClusterBuilder {
     pub fn control_plane_static_pod(mut self, file: &str, manifest: NodeManifest) -> Self {
         self.control_plane_static_pods
             .push((file.to_string(), manifest));
+        self
+    }
+
+    /// A self-hosted control plane behind node-local API fronts, as `convert to-self-hosted`
+    /// builds it: the kube-apiserver DaemonSet's pods listen on `layout.backend`
+    /// (`--bind-address`, their probes aimed there) and the DaemonSet carries the
+    /// `selfhost.dev/api-front` annotation naming `layout`. The fronts themselves are the
+    /// caller's to place, as a static pod on every control-plane node
+    /// ([`control_plane_static_pod`](SimClusterBuilder::control_plane_static_pod)) listening on
+    /// the node's address; with the hand-over model on, the control plane counts as up only
+    /// once each node's front passes connections on. Self-hosted mode only.
+    pub fn api_front(mut self, layout: FrontLayout) -> Self {
+        self.api_front = Some(layout);
         self
     }
 

@@ -64,6 +64,12 @@ fn check(b: &SimClusterBuilder) -> Result<(), ClusterError> {
             "without a control-plane node nothing could serve the API: switch the self-hosting model off".into(),
         ));
     }
+    if b.api_front.is_some() && b.mode != BootstrapMode::SelfHosted {
+        return Err(ClusterError::Invalid(
+            "an API front stands before a self-hosted control plane: use the self-hosted mode"
+                .into(),
+        ));
+    }
     if b.process_hostname.as_deref().is_some_and(str::is_empty) {
         return Err(ClusterError::Invalid(
             "a machine's hostname cannot be empty".into(),
@@ -153,7 +159,7 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         if spec.role == NodeRole::ControlPlane {
             for (file, render) in &b.control_plane_static_pods {
                 let path = dir.join(file);
-                std::fs::write(&path, render.render(&spec.name))
+                std::fs::write(&path, render.render(spec))
                     .map_err(|source| ClusterError::Files { path, source })?;
             }
         }
@@ -184,7 +190,10 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     )?;
     if b.mode == BootstrapMode::SelfHosted {
         for component in COMPONENTS {
-            let ds = bootstrap::daemonset(component, &b.version, b.port_sharing);
+            let mut ds = bootstrap::daemonset(component, &b.version, b.port_sharing);
+            if let (Some(layout), "kube-apiserver") = (&b.api_front, component) {
+                layout.apply(&mut ds);
+            }
             create(&store, &DAEMONSETS, "kube-system", ds, "selfhost")?;
         }
     }
@@ -226,7 +235,13 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         let control_planes = specs
             .iter()
             .filter(|s| s.role == NodeRole::ControlPlane)
-            .map(|s| s.name.clone())
+            .map(|s| {
+                // Node addresses are rendered by `node_specs`, always literal.
+                let ip =
+                    s.ip.parse()
+                        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+                (s.name.clone(), ip)
+            })
             .collect();
         ApiFrontEnd::new(model, b.timings.handover, control_planes)
     });
@@ -304,6 +319,9 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         };
         tasks.spawn(agent.run(rx, decisions.api_up.clone(), shutdown.clone()));
     }
+    if let Some(f) = &front_end {
+        f.attach_kubelets(inputs.clone());
+    }
     tasks.spawn(kubelet_pod_watch::run(
         api.clone(),
         inputs.clone(),
@@ -371,7 +389,8 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         tasks,
         front_end,
     };
-    if let Err(e) = control_plane_ready(&cluster, b.bootstrap_timeout).await {
+    let fronts = b.api_front.is_some();
+    if let Err(e) = control_plane_ready(&cluster, fronts, b.bootstrap_timeout).await {
         cluster.shutdown().await;
         return Err(e);
     }
@@ -397,8 +416,10 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
     Ok(cluster)
 }
 
-/// What is still missing before the control plane counts as up (`None`: nothing).
-fn missing(cluster: &SimCluster) -> Option<String> {
+/// What is still missing before the control plane counts as up (`None`: nothing); `fronts`:
+/// each control-plane node's API front must pass connections on (when the hand-over model,
+/// which routes through them, is on).
+fn missing(cluster: &SimCluster, fronts: bool) -> Option<String> {
     let snapshot = cluster.process_table.snapshot();
     for spec in &cluster.nodes {
         let Some(node) = snapshot.nodes.get(&spec.name) else {
@@ -417,11 +438,21 @@ fn missing(cluster: &SimCluster) -> Option<String> {
             }
         }
     }
-    let store = cluster.store();
     let control_planes = cluster
         .nodes
         .iter()
         .filter(|n| n.role == NodeRole::ControlPlane);
+    if let Some(front_end) = cluster.front_end.as_ref().filter(|_| fronts) {
+        for spec in control_planes.clone() {
+            if !front_end.front_serves(&spec.name) {
+                return Some(format!(
+                    "no API front on {} passes connections to a ready kube-apiserver",
+                    spec.name
+                ));
+            }
+        }
+    }
+    let store = cluster.store();
     match cluster.mode {
         BootstrapMode::Static => {
             for spec in control_planes {
@@ -464,12 +495,18 @@ fn missing(cluster: &SimCluster) -> Option<String> {
     None
 }
 
-async fn control_plane_ready(cluster: &SimCluster, timeout: Duration) -> Result<(), ClusterError> {
+async fn control_plane_ready(
+    cluster: &SimCluster,
+    fronts: bool,
+    timeout: Duration,
+) -> Result<(), ClusterError> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut published = cluster.process_table.subscribe();
     let mut revisions = cluster.store().subscribe_revisions();
+    // A front's checks change nothing the loop waits on: look again every few milliseconds.
+    let mut recheck = tokio::time::interval(Duration::from_millis(5));
     loop {
-        let Some(what) = missing(cluster) else {
+        let Some(what) = missing(cluster, fronts) else {
             return Ok(());
         };
         tokio::select! {
@@ -478,6 +515,7 @@ async fn control_plane_ready(cluster: &SimCluster, timeout: Duration) -> Result<
             }
             _ = published.changed() => {}
             _ = revisions.changed() => {}
+            _ = recheck.tick(), if fronts => {}
         }
     }
 }

@@ -21,8 +21,11 @@ pub enum Catcher {
     /// Nothing listened where the router sent it (no node passed the load balancer's check,
     /// or no socket was bound on the node): reset at once.
     Refused,
-    /// That process's socket got it.
+    /// That process's socket got it (directly, or through a node's API front).
     Process(Arc<ServingProcess>),
+    /// A node's API front (named) accepted it and has passed it to no process: it holds it,
+    /// or closed it unserved.
+    Front(String),
 }
 
 /// The connections accepted so far, by client address (the latest connection from each).

@@ -21,7 +21,7 @@ use tower::ServiceExt;
 
 use super::Core;
 use super::caught::Catcher;
-use super::routing::{Route, ServingProcess, Verdict, WIRE};
+use super::routing::{PassedOn, Relay, Route, ServingProcess, Verdict, WIRE};
 use crate::api::{self, Query};
 use crate::auth::{self, Attributes, Authentication, UserInfo, review};
 use crate::error::ApiError;
@@ -60,6 +60,11 @@ pub(super) async fn accept_loop(
                             core.connections.note(client, Catcher::Process(p.clone()));
                             Some(p)
                         }
+                        Route::Relay(relay) => {
+                            core.connections.note(client, Catcher::Front(relay.label().to_string()));
+                            connections.spawn(relayed(socket, client, core.clone(), router.clone(), relay));
+                            continue;
+                        }
                     };
                     let arrived = tokio::time::Instant::now();
                     connections.spawn(connection(socket, core.clone(), router.clone(), process, arrived));
@@ -74,6 +79,41 @@ pub(super) async fn accept_loop(
     drop(listener);
     connections.abort_all();
     while connections.join_next().await.is_some() {}
+}
+
+/// A connection a relay (a node's API front) accepted: once it passes it on, the connection
+/// lives as one the kernel handed to that process, and ends too when the relay cuts it; if
+/// the relay closes it unserved, the client sees an orderly close before any answer.
+async fn relayed(
+    socket: TcpStream,
+    client: std::net::SocketAddr,
+    core: Arc<Core>,
+    router: Router,
+    relay: Arc<dyn Relay>,
+) {
+    let label = relay.label().to_string();
+    let Some(PassedOn {
+        process,
+        cut,
+        lease,
+    }) = relay.pass_on().await
+    else {
+        tracing::debug!(target: WIRE, relay = label, "closed unserved");
+        drop(socket);
+        return;
+    };
+    core.connections
+        .note(client, Catcher::Process(process.clone()));
+    tracing::debug!(target: WIRE, relay = label, process = process.label(), "passed on");
+    let arrived = tokio::time::Instant::now();
+    tokio::select! {
+        // Dropping the connection cuts it, as the relay's exit drops both of its sockets.
+        _ = cut.cancelled() => {
+            tracing::debug!(target: WIRE, relay = label, process = process.label(), "cut by the relay");
+        }
+        _ = connection(socket, core, router, Some(process.clone()), arrived) => {}
+    }
+    drop(lease);
 }
 
 /// Resets a connection queued on a process that closed its socket or exited before accepting it.

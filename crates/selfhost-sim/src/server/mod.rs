@@ -20,9 +20,10 @@ pub const PROBER_USER_AGENT: &str = "selfhost-sim-prober";
 /// A header naming each probe attempt (`read-<n>`, `write-<n>`, counted from 0 in each
 /// series, the index of its sample), so that the server's log can tell attempts apart.
 pub const PROBE_HEADER: &str = "x-selfhost-probe";
+pub(crate) use routing::WIRE;
 pub use routing::{
-    ConnectionRouter, NEW_CONNECTION_IDLE, ProcessOrigin, ProcessTimes, Route, ServingProcess,
-    Verdict,
+    ConnectionRouter, NEW_CONNECTION_IDLE, PassedOn, ProcessOrigin, ProcessTimes, Relay, Route,
+    ServingProcess, Verdict,
 };
 
 use std::io;

@@ -3,6 +3,10 @@
 //! to one of its nodes); the connection then keeps its [`ServingProcess`] for its whole life,
 //! and that process's state decides how each request on it is answered.
 //!
+//! A connection may instead reach a relay, a node's API front: a TCP proxy that accepts it,
+//! then passes it on to a process of its choosing ([`Relay`]), or closes it unserved; the
+//! connection then keeps that process, and ends too when the relay cuts it.
+//!
 //! A process goes through: socket created, not accepting (the connection hangs, TLS handshake
 //! included) → accepting, authorization cache not loaded (403 to API requests) → accepting,
 //! not ready (500 on `/readyz` and `/healthz`; API requests are served, as a real
@@ -50,6 +54,38 @@ pub enum Route {
     Refuse,
     /// That process serves it.
     Process(Arc<ServingProcess>),
+    /// A relay accepted it and passes it on, or closes it.
+    Relay(Arc<dyn Relay>),
+}
+
+/// A TCP proxy between clients and processes (a node's API front): it accepts a connection
+/// at once and passes its bytes, untouched, to the process it chooses.
+pub trait Relay: std::fmt::Debug + Send + Sync {
+    /// Its name, for logs (`<node>/<pod>#<pid>`).
+    fn label(&self) -> &str;
+
+    /// Waits until it passes the connection on (possibly holding it a while); `None`: it
+    /// closed the connection unserved.
+    fn pass_on(self: Arc<Self>) -> futures::future::BoxFuture<'static, Option<PassedOn>>;
+}
+
+/// A connection a relay passed on.
+pub struct PassedOn {
+    /// The process it reached.
+    pub process: Arc<ServingProcess>,
+    /// Cancelled when the relay cuts its connections (it exited, or its drain ran out).
+    pub cut: CancellationToken,
+    /// Kept while the connection lasts, dropped when it ends: the relay counts its open
+    /// connections by it.
+    pub lease: Box<dyn std::any::Any + Send>,
+}
+
+impl std::fmt::Debug for PassedOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PassedOn")
+            .field("process", &self.process.label())
+            .finish_non_exhaustive()
+    }
 }
 
 /// When a process does what, as its connections see it.

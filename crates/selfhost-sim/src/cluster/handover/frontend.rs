@@ -1,25 +1,29 @@
-//! The front end of the simulated API: the kube-apiserver processes of every node as their
-//! connections see them. Kubelets publish their processes here; the HTTP server asks it, per
-//! new connection, which process serves it (through the load balancer when there is one); the
-//! self-hosting model asks it which processes really serve, for the cluster's own components.
+//! The front end of the simulated API: the kube-apiserver processes and node-local API
+//! fronts of every node as their connections see them. Kubelets publish their processes here;
+//! the HTTP server asks it, per new connection, which process serves it (through the load
+//! balancer and a node's front when there are; see `reach.rs`); the self-hosting model asks it
+//! which processes really serve, for the cluster's own components.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::front::Front;
 use super::kernel::{Kernel, node_seed};
 use super::readiness::SharedPortReadiness;
-use super::sockets::{ApiProcess, api_processes};
+use super::sockets::{ApiProcess, FrontProcess, api_processes, front_processes};
 use super::{CrossTalkEvent, HandoverTimings, Handovers};
 use crate::cluster::model::{
     ApiBackend, ApiServing, ControlPlaneSnapshot, ServingPolicy, image_version,
 };
+use crate::cluster::node_input::NodeInput;
 use crate::cluster::process_table::ApiDecision;
 use crate::controllers::kubelet::{ImageRef, Kubelet, ProcessId, ReadinessModel};
-use crate::server::{ConnectionRouter, ProcessOrigin, ProcessTimes, Route, ServingProcess};
+use crate::server::{ProcessOrigin, ProcessTimes, ServingProcess};
 
 /// One kube-apiserver process as the model last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +44,8 @@ pub struct ApiProcessState {
     pub ready: bool,
     /// Whether it was told to stop.
     pub shutting_down: bool,
+    /// The address its socket is bound to (`None`: every address).
+    pub address: Option<IpAddr>,
     /// How many connections were handed to it.
     pub connections: u64,
     /// When it accepts, is authorized and serves.
@@ -52,10 +58,20 @@ pub(super) struct Entry {
     pub serving: Arc<ServingProcess>,
 }
 
+#[derive(Debug)]
+pub(super) struct FrontEntry {
+    pub view: FrontProcess,
+    pub front: Arc<Front>,
+}
+
 #[derive(Debug, Default)]
 pub(super) struct State {
     /// By node, then process.
     pub nodes: BTreeMap<String, BTreeMap<ProcessId, Entry>>,
+    /// The node-local API fronts, by node, then process.
+    pub fronts: BTreeMap<String, BTreeMap<ProcessId, FrontEntry>>,
+    /// Fronts whose process is gone, latest last.
+    pub gone_fronts: VecDeque<Arc<Front>>,
     /// Whether each control-plane node passed the load balancer's last check.
     pub healthy: BTreeMap<String, bool>,
     /// The load balancer's round-robin position.
@@ -89,12 +105,18 @@ pub struct ApiFrontEnd {
     handovers: Handovers,
     timings: HandoverTimings,
     control_planes: Vec<String>,
+    /// Each control-plane node's address.
+    addresses: BTreeMap<String, IpAddr>,
     kernels: BTreeMap<String, Arc<Kernel>>,
     state: Mutex<State>,
     attachment: OnceLock<Attachment>,
     changed: Notify,
     cross_talk: Arc<Mutex<Vec<CrossTalkEvent>>>,
     unmodelled: Mutex<Arc<ServingProcess>>,
+    /// Itself, for the connections its fronts hold.
+    me: Weak<ApiFrontEnd>,
+    /// Each node's kubelet, told when a front exits by itself (drained).
+    kubelets: OnceLock<HashMap<String, mpsc::UnboundedSender<NodeInput>>>,
 }
 
 impl std::fmt::Debug for ApiFrontEnd {
@@ -107,28 +129,61 @@ impl std::fmt::Debug for ApiFrontEnd {
 }
 
 impl ApiFrontEnd {
-    /// The model for a cluster whose control-plane nodes are `control_planes` (the kubeconfig
-    /// reaches the first one, or the load balancer in front of them all).
+    /// The model for a cluster whose control-plane nodes are `control_planes`, each with its
+    /// address (the kubeconfig reaches the first one's API address, or the load balancer in
+    /// front of them all).
     pub(crate) fn new(
         handovers: Handovers,
         timings: HandoverTimings,
-        control_planes: Vec<String>,
+        control_planes: Vec<(String, IpAddr)>,
     ) -> Arc<Self> {
         let kernels = control_planes
             .iter()
-            .map(|n| (n.clone(), Arc::new(Kernel::new(handovers.balancing, n))))
+            .map(|(n, _)| (n.clone(), Arc::new(Kernel::new(handovers.balancing, n))))
             .collect();
-        Arc::new(ApiFrontEnd {
+        Arc::new_cyclic(|me| ApiFrontEnd {
             handovers,
             timings,
-            control_planes,
+            addresses: control_planes.iter().cloned().collect(),
+            control_planes: control_planes.into_iter().map(|(n, _)| n).collect(),
             kernels,
             state: Mutex::default(),
             attachment: OnceLock::new(),
             changed: Notify::new(),
             cross_talk: Arc::default(),
             unmodelled: Mutex::new(unmodelled()),
+            me: me.clone(),
+            kubelets: OnceLock::new(),
         })
+    }
+
+    /// Itself, weakly (the connections its fronts hold must not keep it alive).
+    pub(super) fn me(&self) -> Weak<ApiFrontEnd> {
+        self.me.clone()
+    }
+
+    /// A node's address (`None`: not a control-plane node).
+    pub(super) fn node_address(&self, node: &str) -> Option<IpAddr> {
+        self.addresses.get(node).copied()
+    }
+
+    /// A node's kernel (`None`: not a control-plane node).
+    pub(super) fn kernel(&self, node: &str) -> Option<&Kernel> {
+        self.kernels.get(node).map(Arc::as_ref)
+    }
+
+    /// The kubelet of `node`, where its fronts say they exit.
+    pub(super) fn kubelet_of(&self, node: &str) -> Option<mpsc::UnboundedSender<NodeInput>> {
+        self.kubelets.get().and_then(|k| k.get(node)).cloned()
+    }
+
+    /// Tells fronts where their node's kubelet is: a front that has drained tells it it
+    /// exits.
+    pub(crate) fn attach_kubelets(
+        &self,
+        kubelets: HashMap<String, mpsc::UnboundedSender<NodeInput>>,
+    ) {
+        let _ = self.kubelets.set(kubelets);
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
@@ -164,10 +219,18 @@ impl ApiFrontEnd {
         }
     }
 
-    fn is_coupled(&self) -> bool {
+    pub(super) fn is_coupled(&self) -> bool {
         self.attachment
             .get()
             .is_some_and(|a| a.decisions.borrow().coupled)
+    }
+
+    /// The stand-in that serves every connection while the model is off.
+    pub(super) fn unmodelled(&self) -> Arc<ServingProcess> {
+        self.unmodelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The model took over: connections made while it was off are cut.
@@ -189,7 +252,7 @@ impl ApiFrontEnd {
             super::PortBalancing::Random { seed } => node_seed(seed, node) ^ 0x10_0b_ac_c0,
             super::PortBalancing::RoundRobin => node_seed(0, node),
         };
-        let model = SharedPortReadiness::new(
+        let mut model = SharedPortReadiness::new(
             node,
             kernel,
             h,
@@ -197,20 +260,36 @@ impl ApiFrontEnd {
             seed,
             self.cross_talk.clone(),
         );
+        if let Some(address) = self.node_address(node) {
+            model = model.at_address(address);
+        }
         Some(Arc::new(model))
     }
 
     /// A kubelet's processes after it advanced: new sockets join the port, stopped ones
-    /// leave it, exited ones cut their connections.
+    /// leave it, exited ones cut their connections; fronts likewise.
     pub(crate) fn publish(&self, node: &str, kubelet: &Kubelet) {
         if !self.kernels.contains_key(node) {
             return;
         }
-        let views = api_processes(kubelet);
+        let containers = kubelet.containers();
+        let views = api_processes(kubelet, &containers);
+        let fronts = front_processes(kubelet, &containers);
+        self.publish_views(node, views, fronts);
+    }
+
+    /// A node's kube-apiserver processes and fronts as its kubelet sees them now.
+    pub(super) fn publish_views(
+        &self,
+        node: &str,
+        views: Vec<ApiProcess>,
+        fronts: Vec<FrontProcess>,
+    ) {
         let changed = {
             let mut state = self.lock();
             let table = state.nodes.entry(node.to_string()).or_default();
-            self.reconcile(node, table, views)
+            let apis = self.reconcile(node, table, views);
+            apis | self.reconcile_fronts(node, &mut state, fronts)
         };
         if changed {
             self.changed.notify_one();
@@ -287,24 +366,6 @@ impl ApiFrontEnd {
         }
     }
 
-    /// Which process of `node` the kernel hands a new connection to (`None`: nobody listens).
-    pub(super) fn pick(
-        &self,
-        state: &State,
-        node: &str,
-        now: Instant,
-    ) -> Option<Arc<ServingProcess>> {
-        let table = state.nodes.get(node)?;
-        let mut holders: Vec<&Entry> = table
-            .values()
-            .filter(|e| e.view.holds_port && !e.serving.has_closed_listener())
-            .filter(|e| self.handovers.joining || e.serving.serves(now))
-            .collect();
-        holders.sort_by_key(|e| (e.view.bind_rank, e.view.id));
-        let index = self.kernels.get(node)?.pick(holders.len())?;
-        holders.get(index).map(|e| e.serving.clone())
-    }
-
     /// Whether a load balancer stands in front of the nodes.
     pub(super) fn balanced(&self) -> bool {
         self.handovers.load_balancer && self.control_planes.len() > 1
@@ -331,6 +392,7 @@ impl ApiFrontEnd {
                 accepting: e.serving.accepts(now),
                 ready: e.serving.is_ready(now),
                 shutting_down: e.serving.is_shutting_down(),
+                address: e.view.address,
                 connections: e.serving.connections(),
                 times: e.serving.times(),
             })
@@ -391,6 +453,7 @@ impl ApiFrontEnd {
         let mut decided_until = Instant::now();
         loop {
             let next = self.next_change(decided_until);
+            let next_check = self.next_front_check();
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = self.changed.notified() => {}
@@ -398,6 +461,7 @@ impl ApiFrontEnd {
                     decided_until = Instant::now();
                     self.redecide();
                 }
+                _ = check_at(next_check) => self.check_fronts(),
                 _ = checks.tick(), if self.balanced() => self.check_nodes(),
                 changed = decisions.changed() => {
                     if changed.is_err() {
@@ -414,29 +478,19 @@ impl ApiFrontEnd {
     }
 }
 
+/// Sleeps until a front's checks are due (never, with no front).
+async fn check_at(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         // A little after, so that the process counts as serving when the model looks.
         Some(at) => tokio::time::sleep_until(at + std::time::Duration::from_micros(100)).await,
         None => std::future::pending().await,
-    }
-}
-
-impl ConnectionRouter for ApiFrontEnd {
-    fn route(&self) -> Route {
-        if !self.is_coupled() {
-            let unmodelled = self.unmodelled.lock().unwrap_or_else(|e| e.into_inner());
-            return Route::Process(unmodelled.clone());
-        }
-        let now = Instant::now();
-        let mut state = self.lock();
-        let chosen = if self.balanced() {
-            self.balance(&mut state, now)
-        } else {
-            let first = self.control_planes.first();
-            first.and_then(|node| self.pick(&state, node, now))
-        };
-        chosen.map_or(Route::Refuse, Route::Process)
     }
 }
 

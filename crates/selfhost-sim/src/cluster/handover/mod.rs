@@ -18,6 +18,12 @@
 //!   process and fail TLS verification, now and then fatally.
 //! - **Several nodes.** Clients reach the API through a health-checked load balancer that
 //!   sends new connections only to nodes whose `/readyz` passed at its last check.
+//! - **Addresses.** A socket binds one address or every address; a connection to an address
+//!   reaches the sockets bound to it, else the wildcard's. Processes on distinct addresses
+//!   never share connections or probes.
+//! - **A node-local API front.** A `selfhost front` process on the node's API address passes
+//!   each new connection to a kube-apiserver of the node whose `/readyz` passed its last
+//!   check, holds connections while none did, and drains when stopped (`front.rs`).
 //!
 //! Without port sharing the second process to bind exits `bind: address already in use` and
 //! crash-loops under the kubelet's back-off; the model routes to whichever process holds the
@@ -25,14 +31,22 @@
 //! [`HandoverTimings`], part of the cluster's [`SimTimings`](super::SimTimings).
 
 mod balancer;
+mod front;
+mod front_table;
 mod frontend;
 mod kernel;
+mod pool;
+mod reach;
 mod readiness;
 mod sockets;
 mod timings;
 
+#[cfg(test)]
+mod front_tests;
+
 use std::time::Duration;
 
+pub use front::{ApiFrontState, FrontBackendState};
 pub use frontend::{ApiFrontEnd, ApiProcessState};
 pub use kernel::PortBalancing;
 pub use timings::HandoverTimings;

@@ -1,9 +1,14 @@
 //! Readiness probes on a shared port, answered by whichever process the node's kernel picks
-//! (so a new pod can be reported Ready because the old process answered), and loopback
-//! cross-talk: a starting kube-apiserver's loopback client reaching the other process on the
-//! port and failing TLS verification, now and then fatally.
+//! among those the probe's connection reaches (so a new pod can be reported Ready because the
+//! old process answered), and loopback cross-talk: a starting kube-apiserver's loopback client
+//! reaching the other process on the port and failing TLS verification, now and then fatally.
+//!
+//! A probe connects to its `httpGet.host`, or to the node's address (a hostNetwork pod's IP);
+//! the port table says which sockets that reaches. Processes bound to distinct addresses are
+//! thus never each other's answerers.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +57,9 @@ pub(crate) struct SharedPortReadiness {
     pub cross_talk: CrossTalk,
     pub rng: Mutex<SplitMix>,
     pub log: Arc<Mutex<Vec<CrossTalkEvent>>>,
+    /// The node's address, where a probe without a host connects (`None`: not known; it
+    /// then reaches only the wildcard's sockets).
+    pub address: Option<IpAddr>,
     states: Mutex<HashMap<ProcessId, ProbeState>>,
 }
 
@@ -75,16 +83,28 @@ impl SharedPortReadiness {
             cross_talk: handovers.cross_talk,
             rng: Mutex::new(SplitMix::new(seed)),
             log,
+            address: None,
             states: Mutex::default(),
         }
     }
 
-    /// Who answers a connection to `port` at `now`: one of the processes bound to it, as the
-    /// kernel picks (`None`: nobody listens).
-    fn answerer<'a>(&self, ctx: &ProbeContext<'a>, port: HostPort) -> Option<&'a Process> {
+    /// The same model on a node whose address is `address`.
+    pub(crate) fn at_address(mut self, address: IpAddr) -> Self {
+        self.address = Some(address);
+        self
+    }
+
+    /// Who answers a connection to `to`:`port` at `now`: one of the processes it reaches, as
+    /// the kernel picks (`None`: nobody listens there).
+    fn answerer<'a>(
+        &self,
+        ctx: &ProbeContext<'a>,
+        port: HostPort,
+        to: Option<IpAddr>,
+    ) -> Option<&'a Process> {
         let candidates: Vec<&Process> = ctx
             .ports
-            .holders(port)
+            .reached(port, to)
             .iter()
             .filter_map(|id| ctx.processes.get(id))
             .filter(|p| p.is_alive())
@@ -96,24 +116,27 @@ impl SharedPortReadiness {
 }
 
 /// The port an HTTP readiness probe of a container reaches on its node, when the container
-/// binds it itself (hostNetwork): the probe's number, or the container's first port.
-fn probed_port(ctx: &ProbeContext<'_>) -> Option<HostPort> {
+/// binds it itself (hostNetwork): the probe's number, or the container's first port; and the
+/// address it connects to, when its `host` names one.
+fn probed_port(ctx: &ProbeContext<'_>) -> Option<(HostPort, Option<IpAddr>)> {
     let probe = ctx.container.readiness_probe.as_ref()?;
     let http = probe.http_get.as_ref()?;
     let claimed = &ctx.process.claim.ports;
-    match &http.port {
+    let port = match &http.port {
         IntOrString::Int(n) => {
             let port = HostPort::tcp(u16::try_from(*n).ok()?);
             claimed.contains(&port).then_some(port)
         }
         IntOrString::String(_) => claimed.first().copied(),
-    }
+    }?;
+    let host = http.host.as_deref().and_then(|h| h.parse::<IpAddr>().ok());
+    Some((port, host))
 }
 
 impl ReadinessModel for SharedPortReadiness {
     fn probe(&self, ctx: &ProbeContext<'_>) -> ProbeResult {
-        let port = probed_port(ctx).filter(|_| self.lying);
-        let Some(port) = port else {
+        let probed = probed_port(ctx).filter(|_| self.lying);
+        let Some((port, host)) = probed else {
             return OwnProcessReadiness.probe(ctx);
         };
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
@@ -138,7 +161,7 @@ impl ReadinessModel for SharedPortReadiness {
             .unwrap_or(DEFAULT_FAILURE_THRESHOLD)
             .max(1);
         let passed = self
-            .answerer(ctx, port)
+            .answerer(ctx, port, host.or(self.address))
             .is_some_and(|p| answers_ready(p, ctx.now));
         let state = states.entry(ctx.process.id).or_default();
         if passed {
@@ -163,9 +186,15 @@ impl ReadinessModel for SharedPortReadiness {
         if process.binary.as_deref() != Some(APISERVER) || self.cross_talk.probability <= 0.0 {
             return None;
         }
+        // Its loopback client connects to the address it binds, or to 127.0.0.1 when it
+        // binds every address: whoever else that reaches may answer.
+        let loopback = process
+            .claim
+            .address
+            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
         let shared = process.claim.ports.iter().any(|port| {
             ctx.ports
-                .holders(*port)
+                .reached(*port, Some(loopback))
                 .iter()
                 .any(|id| *id != process.id && ctx.processes.get(id).is_some_and(Process::is_alive))
         });
@@ -181,6 +210,7 @@ impl ReadinessModel for SharedPortReadiness {
             return None;
         }
         let port = process.claim.ports.first().map_or(6443, |p| p.port);
+        let target = std::net::SocketAddr::new(loopback, port);
         self.log
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -196,7 +226,7 @@ impl ReadinessModel for SharedPortReadiness {
             at,
             code: 1,
             message: Some(format!(
-                "loopback client: Get \"https://127.0.0.1:{port}/api/v1/namespaces/kube-system\": \
+                "loopback client: Get \"https://{target}/api/v1/namespaces/kube-system\": \
                  tls: failed to verify certificate: x509: certificate signed by unknown authority"
             )),
         })
@@ -230,12 +260,14 @@ mod tests {
             claim: PortClaim {
                 ports: vec![HostPort::tcp(6443)],
                 permit_sharing: true,
+                address: None,
             },
             listening_since: listening.map(at),
             accepts_at: accepts.map(at),
             ready_at: ready.map(at),
             shutdown_delay: Duration::ZERO,
             listener_closes_at: None,
+            drain: None,
             planned_exit: None,
             state: ProcessState::Running,
         }
@@ -409,5 +441,77 @@ mod tests {
             "its own process is not ready yet"
         );
         assert!(probe(&honest, 3_500).ready);
+    }
+
+    #[test]
+    fn a_probe_with_a_host_is_answered_by_the_process_bound_there() {
+        let bound = |mut p: Process, address: &str| {
+            p.claim.address = Some(address.parse().unwrap());
+            p
+        };
+        let old = bound(apiserver(1, Some(0), Some(0), Some(0)), "127.0.0.1");
+        let new = bound(
+            apiserver(2, Some(200), Some(1_700), Some(3_500)),
+            "127.0.0.2",
+        );
+        let mut ports = PortTable::default();
+        let mut processes = BTreeMap::new();
+        for p in [&old, &new] {
+            ports.bind(p.id, &p.claim).unwrap();
+            processes.insert(p.id, p.clone());
+        }
+        let container = |host: &str| {
+            let mut c = probed(6443);
+            if let Some(http) = c.readiness_probe.as_mut().and_then(|p| p.http_get.as_mut()) {
+                http.host = Some(host.to_string());
+            }
+            c
+        };
+        let timings = crate::controllers::kubelet::Timings::realistic();
+        let behaviour = crate::controllers::kubelet::ImageBehaviour::default();
+        let handovers = Handovers {
+            balancing: super::super::PortBalancing::RoundRobin,
+            ..Handovers::measured()
+        };
+        let model = SharedPortReadiness::new(
+            "cp-1",
+            Arc::new(Kernel::new(handovers.balancing, "cp-1")),
+            &handovers,
+            Duration::from_secs(1),
+            1,
+            Arc::default(),
+        )
+        .at_address("10.0.0.11".parse().unwrap());
+        let probe = |process: &Process, host: &str, ms: u64| {
+            model
+                .probe(&ProbeContext {
+                    now: at(ms),
+                    process,
+                    container: &container(host),
+                    behaviour: &behaviour,
+                    timings: &timings,
+                    processes: &processes,
+                    ports: &ports,
+                })
+                .ready
+        };
+        // Every probe of the new process reaches it alone: never the old one's answer.
+        let answers: Vec<bool> = (0..6)
+            .map(|i| probe(&new, "127.0.0.2", 300 + i * 100))
+            .collect();
+        assert_eq!(answers, [false; 6], "its own, not yet Ready");
+        assert!(probe(&new, "127.0.0.2", 3_500), "Ready by its own account");
+        assert!(probe(&old, "127.0.0.1", 300));
+        assert!(
+            bind(&model_always(), std::slice::from_ref(&old), &new).is_none(),
+            "its loopback client reaches its own address: no cross-talk"
+        );
+    }
+
+    fn model_always() -> SharedPortReadiness {
+        model(CrossTalk {
+            probability: 1.0,
+            fatal: 1.0,
+        })
     }
 }

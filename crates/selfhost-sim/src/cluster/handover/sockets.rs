@@ -1,11 +1,16 @@
-//! What a node's kubelet tells the hand-over model: its kube-apiserver processes that have
-//! created their socket, with their times on the monotonic clock the HTTP server runs on.
+//! What a node's kubelet tells the hand-over model: its kube-apiserver processes and its API
+//! fronts that have created their socket, with their times on the monotonic clock the HTTP
+//! server runs on.
+
+use std::net::IpAddr;
 
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
 use crate::controllers::clock;
-use crate::controllers::kubelet::{Kubelet, PodRef, Process, ProcessId, ProcessState};
+use crate::controllers::kubelet::{
+    ContainerView, FrontCommand, Kubelet, PodRef, Process, ProcessId, ProcessState,
+};
 
 /// The binary whose processes the model routes connections to.
 pub(crate) const APISERVER: &str = "kube-apiserver";
@@ -28,6 +33,10 @@ pub(crate) struct ApiProcess {
     pub holds_port: bool,
     /// Its place in bind order among the port's sockets.
     pub bind_rank: usize,
+    /// The address its socket is bound to (`None`: every address).
+    pub address: Option<IpAddr>,
+    /// Its port.
+    pub port: u16,
 }
 
 impl ApiProcess {
@@ -53,12 +62,12 @@ fn is_apiserver(p: &Process) -> bool {
     p.binary.as_deref() == Some(APISERVER)
 }
 
-/// The kube-apiserver processes of a node that have a socket (or had one), alive.
-pub(crate) fn api_processes(kubelet: &Kubelet) -> Vec<ApiProcess> {
+/// The kube-apiserver processes of a node that have a socket (or had one), alive; its
+/// `containers` as the kubelet lists them.
+pub(crate) fn api_processes(kubelet: &Kubelet, containers: &[ContainerView]) -> Vec<ApiProcess> {
     let now_wall = Timestamp::now();
     let now = Instant::now();
     let at = |t: Timestamp| instant_of(t, now_wall, now);
-    let containers = kubelet.containers();
     let ports = kubelet.ports();
     let mut out = Vec::new();
     for p in kubelet.processes() {
@@ -77,6 +86,8 @@ pub(crate) fn api_processes(kubelet: &Kubelet) -> Vec<ApiProcess> {
         let holders = ports.holders(*port);
         let rank = holders.iter().position(|h| *h == p.id);
         out.push(ApiProcess {
+            address: p.claim.address,
+            port: port.port,
             id: p.id,
             pod: view.pod.clone(),
             image: view.image.clone(),
@@ -89,6 +100,66 @@ pub(crate) fn api_processes(kubelet: &Kubelet) -> Vec<ApiProcess> {
         });
     }
     out.sort_by_key(|p| (p.bind_rank, p.id));
+    out
+}
+
+/// One node-local API front that has created its listening socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FrontProcess {
+    pub id: ProcessId,
+    pub pod: PodRef,
+    /// Its command line.
+    pub command: FrontCommand,
+    /// Whether it was sent SIGTERM (it then stops accepting and drains).
+    pub stopping: bool,
+    /// Whether its socket is still bound.
+    pub holds_port: bool,
+    /// Its place in bind order among the port's sockets.
+    pub bind_rank: usize,
+    /// The address its socket is bound to (`None`: every address).
+    pub address: Option<IpAddr>,
+}
+
+impl FrontProcess {
+    /// Whether `other` says something new about the same front: its socket or its stop.
+    pub(crate) fn differs_from(&self, other: &FrontProcess) -> bool {
+        (self.holds_port, self.stopping, self.bind_rank)
+            != (other.holds_port, other.stopping, other.bind_rank)
+    }
+}
+
+/// The fronts of a node that have a socket (or had one), alive; its `containers` as the
+/// kubelet lists them.
+pub(crate) fn front_processes(
+    kubelet: &Kubelet,
+    containers: &[ContainerView],
+) -> Vec<FrontProcess> {
+    let ports = kubelet.ports();
+    let mut out = Vec::new();
+    for p in kubelet.processes() {
+        if !p.is_alive() || p.listening_since.is_none() {
+            continue;
+        }
+        let Some(view) = containers.iter().find(|c| c.process == Some(p.id)) else {
+            continue;
+        };
+        let Some(command) = FrontCommand::parse(&view.command_line) else {
+            continue;
+        };
+        let Some(port) = p.claim.ports.first() else {
+            continue;
+        };
+        let rank = ports.holders(*port).iter().position(|h| *h == p.id);
+        out.push(FrontProcess {
+            id: p.id,
+            pod: view.pod.clone(),
+            command,
+            stopping: matches!(p.state, ProcessState::Stopping { .. }),
+            holds_port: rank.is_some(),
+            bind_rank: rank.unwrap_or(usize::MAX),
+            address: p.claim.address,
+        });
+    }
     out
 }
 

@@ -32,6 +32,12 @@ pub enum CaughtBy {
     },
     /// Nothing listened where the load balancer or the node's kernel sent the connection.
     Refused,
+    /// A node's API front accepted the connection and passed it to no kube-apiserver: it
+    /// held it (none was healthy), then closed it unserved.
+    Front {
+        /// The front's name in the simulator's logs (`<node>/<pod>#<pid>`).
+        front: String,
+    },
     /// The simulator itself, with its process model off.
     Simulator,
     /// Not known: no connection was established that the server noted (`why` says more).
@@ -67,6 +73,10 @@ impl std::fmt::Display for CaughtBy {
                 }
             ),
             CaughtBy::Refused => write!(f, "refused: nothing listened where it was sent"),
+            CaughtBy::Front { front } => write!(
+                f,
+                "held by the front {front}, passed to no kube-apiserver (none was healthy)"
+            ),
             CaughtBy::Simulator => write!(f, "served by the simulator (no process model)"),
             CaughtBy::Unknown { why } => write!(f, "caught by an unknown process: {why}"),
         }
@@ -148,6 +158,9 @@ fn of(catcher: &Catcher, sent: Instant) -> CaughtBy {
     match catcher {
         Catcher::Direct => CaughtBy::Simulator,
         Catcher::Refused => CaughtBy::Refused,
+        Catcher::Front(front) => CaughtBy::Front {
+            front: front.clone(),
+        },
         Catcher::Process(p) => {
             let origin = p.origin();
             CaughtBy::Process {

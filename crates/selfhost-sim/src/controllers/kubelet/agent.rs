@@ -398,7 +398,8 @@ impl Kubelet {
             process.plan_exit(super::process::Exit {
                 at: now,
                 code,
-                message: Some(message.to_string()),
+                // A process that ends quietly leaves no termination message.
+                message: (!message.is_empty()).then(|| message.to_string()),
             });
         }
     }

@@ -17,6 +17,7 @@ mod agent;
 mod config;
 mod container;
 mod duration_text;
+mod front_command;
 mod images;
 mod node;
 mod pod;
@@ -34,6 +35,10 @@ mod status;
 pub use agent::{Kubelet, NodeState};
 pub use config::{KubeletConfig, Timings};
 pub use duration_text::{go_duration, parse_go_duration};
+pub use front_command::{
+    DEFAULT_CHECK_INTERVAL as DEFAULT_FRONT_CHECK_INTERVAL, DEFAULT_DRAIN as DEFAULT_FRONT_DRAIN,
+    DEFAULT_HOLD as DEFAULT_FRONT_HOLD, FRONT_BINARY, FRONT_SUBCOMMAND, FrontCommand,
+};
 pub use images::{
     CONTROL_PLANE_COMPONENTS, DEFAULT_REPOSITORY, ImageBehaviour, ImageRef, InvalidImageName,
     PAUSE_IMAGES, Registry,
@@ -42,7 +47,7 @@ pub use node::{NODE_LEASE_NAMESPACE, NodeHealth, node_conditions, node_lease, re
 pub use port_table::{AddressInUse, PortTable};
 pub use ports::{
     HostPort, PortClaim, Protocol, binary_name, bool_flag, default_secure_port, flag_value,
-    port_claim,
+    listen_text, port_claim,
 };
 pub use probe::{BindContext, OwnProcessReadiness, ProbeContext, ProbeResult, ReadinessModel};
 pub use process::{Exit, Process, ProcessId, ProcessState};

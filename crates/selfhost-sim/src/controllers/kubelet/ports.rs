@@ -3,13 +3,17 @@
 //!
 //! A hostNetwork control-plane process binds the port its flags name (`--secure-port`, by
 //! default 6443 for kube-apiserver, 10257 for kube-controller-manager, 10259 for
-//! kube-scheduler) plus any declared `hostPort`, and shares them (SO_REUSEPORT) when it runs
-//! with `--permit-port-sharing=true`.
+//! kube-scheduler) plus any declared `hostPort`, on the address its `--bind-address` names
+//! (every address when it names none), and shares them (SO_REUSEPORT) when it runs with
+//! `--permit-port-sharing=true`. A node-local API front (`selfhost front`) binds its
+//! `--listen` address and always shares it.
 
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
+use super::front_command::FrontCommand;
 use super::images::ImageRef;
 
 /// A transport protocol.
@@ -32,7 +36,7 @@ impl Protocol {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Protocol::Tcp => "tcp",
             Protocol::Udp => "udp",
@@ -66,13 +70,26 @@ impl fmt::Display for HostPort {
     }
 }
 
-/// The ports a process will bind, and whether it sets SO_REUSEPORT.
+/// The ports a process will bind, the address it binds them on, and whether it sets
+/// SO_REUSEPORT.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PortClaim {
     /// Ports, sorted, without duplicates.
     pub ports: Vec<HostPort>,
-    /// `--permit-port-sharing=true`.
+    /// `--permit-port-sharing=true` (a front: always).
     pub permit_sharing: bool,
+    /// The one address it binds them on (`--bind-address`, a front's `--listen`); `None`:
+    /// the wildcard, every address of the node (no such flag, or `0.0.0.0`, `::`).
+    pub address: Option<IpAddr>,
+}
+
+/// How Go's net package writes a listening address in its errors: `0.0.0.0:6443` for the
+/// wildcard, `127.0.0.1:6443`, `[fd00::1]:6443`.
+pub fn listen_text(address: Option<IpAddr>, port: u16) -> String {
+    match address {
+        Some(ip) => SocketAddr::new(ip, port).to_string(),
+        None => format!("0.0.0.0:{port}"),
+    }
 }
 
 /// The secure port a control-plane binary listens on when its flags do not say.
@@ -140,16 +157,32 @@ pub fn bool_flag(container: &Container, name: &str) -> Option<bool> {
     value
 }
 
+/// A specific address, or `None` for the wildcard.
+fn specific(address: IpAddr) -> Option<IpAddr> {
+    (!address.is_unspecified()).then_some(address)
+}
+
 /// The ports the container's process binds on the node (only hostNetwork pods bind host
 /// ports themselves; a `hostPort` of a pod-network container is the scheduler's concern).
+///
+/// A control-plane binary binds them on its `--bind-address` (a literal address; anything
+/// else counts as the wildcard); a front binds its `--listen` address and sets SO_REUSEPORT.
 pub fn port_claim(spec: &PodSpec, container: &Container) -> PortClaim {
     if spec.host_network != Some(true) {
         return PortClaim::default();
     }
     let mut ports = Vec::new();
-    if let Some(binary) = binary_name(container)
+    let mut address = None;
+    let front = FrontCommand::of(container);
+    if let Some(front) = &front {
+        ports.push(HostPort::tcp(front.listen.port()));
+        address = specific(front.listen.ip());
+    } else if let Some(binary) = binary_name(container)
         && let Some(default) = default_secure_port(&binary)
     {
+        address = flag_value(container, "bind-address")
+            .and_then(|v| v.parse::<IpAddr>().ok())
+            .and_then(specific);
         let port = match flag_value(container, "secure-port") {
             Some(v) => v.parse::<u16>().unwrap_or(default),
             None => default,
@@ -177,7 +210,10 @@ pub fn port_claim(spec: &PodSpec, container: &Container) -> PortClaim {
     ports.dedup();
     PortClaim {
         ports,
-        permit_sharing: bool_flag(container, "permit-port-sharing") == Some(true),
+        // The front always sets SO_REUSEPORT on its socket.
+        permit_sharing: front.is_some()
+            || bool_flag(container, "permit-port-sharing") == Some(true),
+        address,
     }
 }
 
@@ -287,5 +323,62 @@ mod tests {
             }]
         );
         assert!(port_claim(&PodSpec::default(), &c).ports.is_empty());
+    }
+
+    #[test]
+    fn a_claim_binds_the_address_its_flags_name() {
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        let cases = [
+            (vec!["kube-apiserver"], None, false),
+            (
+                vec!["kube-apiserver", "--bind-address=127.0.0.2"],
+                ip("127.0.0.2"),
+                false,
+            ),
+            (
+                vec!["kube-scheduler", "--bind-address", "127.0.0.1"],
+                ip("127.0.0.1"),
+                false,
+            ),
+            (
+                vec!["kube-apiserver", "--bind-address=0.0.0.0"],
+                None,
+                false,
+            ),
+            (vec!["kube-apiserver", "--bind-address=::"], None, false),
+            (
+                vec!["kube-apiserver", "--bind-address=$(HOST_IP)"],
+                None,
+                false,
+            ),
+            // Not a control-plane binary: its flags mean nothing known.
+            (vec!["server", "--bind-address=127.0.0.1"], None, false),
+            (
+                vec!["selfhost", "front", "--listen", "10.0.0.11:6443"],
+                ip("10.0.0.11"),
+                true,
+            ),
+            (
+                vec!["selfhost", "front", "--listen=0.0.0.0:7443"],
+                None,
+                true,
+            ),
+        ];
+        for (command, address, sharing) in cases {
+            let claim = port_claim(&host_network(), &container(&command, "x/y"));
+            assert_eq!(
+                (claim.address, claim.permit_sharing),
+                (address, sharing),
+                "{command:?}"
+            );
+        }
+        let front = port_claim(
+            &host_network(),
+            &container(&["selfhost", "front", "--listen=0.0.0.0:7443"], "x/y"),
+        );
+        assert_eq!(front.ports, [HostPort::tcp(7443)]);
+        assert_eq!(listen_text(None, 6443), "0.0.0.0:6443");
+        assert_eq!(listen_text(ip("127.0.0.2"), 6443), "127.0.0.2:6443");
+        assert_eq!(listen_text(ip("fd00::1"), 6443), "[fd00::1]:6443");
     }
 }

@@ -85,6 +85,10 @@ pub struct Process {
     pub shutdown_delay: std::time::Duration,
     /// When it closes (or closed) its listening sockets while still running, after SIGTERM.
     pub listener_closes_at: Option<Timestamp>,
+    /// A node-local API front's drain: on SIGTERM it closes its listening socket at once and
+    /// exits once its open connections have ended, at the latest after this long (`None`:
+    /// not a front).
+    pub drain: Option<std::time::Duration>,
     /// When it will exit on its own, with which code and message (a crash, a failed bind,
     /// the end of a graceful stop).
     pub planned_exit: Option<Exit>,

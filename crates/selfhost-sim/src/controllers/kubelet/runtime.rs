@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::config::Timings;
 use super::duration_text::parse_go_duration;
+use super::front_command::{DEFAULT_DRAIN, FrontCommand};
 use super::images::{ImageBehaviour, ImageRef};
 use super::port_table::PortTable;
 use super::ports;
@@ -92,6 +93,14 @@ impl NodeRuntime {
             .and_then(|v| parse_go_duration(&v))
             .map(|d| self.timings.spec_seconds(d))
             .unwrap_or_default();
+        // A front's drain as its flags give it (the caller renders them on the cluster's
+        // clock); its own default runs on the clock of pod-spec durations.
+        let drain = FrontCommand::of(container)
+            .filter(|_| one_shot.is_none())
+            .map(|f| {
+                f.drain
+                    .unwrap_or_else(|| self.timings.spec_seconds(DEFAULT_DRAIN))
+            });
         let mut process = Process {
             id,
             pod_uid: pod_uid.to_string(),
@@ -110,6 +119,7 @@ impl NodeRuntime {
                 .then(|| clock::after(at, ready_delay)),
             shutdown_delay,
             listener_closes_at: None,
+            drain,
             planned_exit: None,
             state: ProcessState::Running,
         };
@@ -196,14 +206,15 @@ impl NodeRuntime {
                 at,
                 code: 1,
                 message: Some(format!(
-                    "failed to create listener: failed to listen on 0.0.0.0:{}: {refused}",
-                    refused.port.port
+                    "failed to create listener: failed to listen on {}: {refused}",
+                    ports::listen_text(refused.address, refused.port.port)
                 )),
             }),
         }
     }
 
-    /// Sends SIGTERM at `at`; the process exits after its stop delay, or is killed at `kill_at`.
+    /// Sends SIGTERM at `at`; the process exits after its stop delay (a front: after its
+    /// drain, or earlier when told it has drained), or is killed at `kill_at`.
     pub fn stop(
         &mut self,
         id: ProcessId,
@@ -230,12 +241,15 @@ impl NodeRuntime {
             signalled_at,
             kill_at,
         };
-        if behaviour.closes_listener_on_sigterm && process.listener_closes_at.is_none() {
+        // A front stops accepting at once and drains; it never ignores SIGTERM.
+        let closes_listener = behaviour.closes_listener_on_sigterm || process.drain.is_some();
+        if closes_listener && process.listener_closes_at.is_none() {
             let close_at = clock::after(signalled_at, process.shutdown_delay).min(kill_at);
             process.listener_closes_at = Some(close_at.max(at));
         }
-        let graceful = clock::after(signalled_at, stop_delay);
-        let exit = if behaviour.ignores_sigterm || graceful >= kill_at {
+        let graceful = clock::after(signalled_at, process.drain.unwrap_or(stop_delay));
+        let ignores = behaviour.ignores_sigterm && process.drain.is_none();
+        let exit = if ignores || graceful >= kill_at {
             Exit {
                 at: kill_at.max(at),
                 code: SIGKILL_EXIT_CODE,

@@ -2,6 +2,7 @@
 //! pods in, advances the kubelet, writes the statuses it reports back onto its copies, and
 //! removes pods whose deletion the kubelet finished.
 
+mod fronts;
 mod hostports;
 mod images;
 mod init_containers;

@@ -1,8 +1,9 @@
 //! The hand-over model through kube-rs and raw connections: kube-apiserver processes that join
 //! a shared port seconds before they serve, leave it at SIGTERM and linger Terminating, probes
 //! answered by whichever process the kernel picks, loopback cross-talk, a health-checked load
-//! balancer in front of several nodes; and the scripted hand-overs the measured table comes
-//! from (kubeadm's sequence with and without port sharing, a naive rollout).
+//! balancer in front of several nodes, node-local API fronts; and the scripted hand-overs the
+//! measured table comes from (kubeadm's sequence with and without port sharing, a naive
+//! rollout).
 //!
 //! Timings are scaled ten times down ([`SCALE`]): a join lasts 350 ms, a 30 s grace period
 //! 3 s, the first crash-loop back-off 1 s. Assertions are bands around the modelled
@@ -10,6 +11,7 @@
 
 mod behaviours;
 mod caught;
+mod front;
 mod http;
 mod scripted;
 
