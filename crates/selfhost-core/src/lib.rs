@@ -15,6 +15,7 @@ pub mod disruption;
 pub mod etcd;
 pub mod front;
 pub mod live_target;
+pub mod node_fronts;
 pub mod observation;
 pub mod pivot;
 pub mod preflight;

@@ -5,7 +5,8 @@ use k8s_openapi::api::core::v1::Pod;
 use selfhost_core::Component;
 use selfhost_core::backup::BackupOrigin;
 use selfhost_core::checkpoint::{CheckpointerState, NodeCheckpointer, is_checkpointer};
-use selfhost_core::front::{FrontState, NodeApiFront, is_front};
+use selfhost_core::front::is_front;
+use selfhost_core::node_fronts::{FrontState, NodeApiFront};
 use selfhost_core::observation::{ApiHealth, Observation};
 use serde::Serialize;
 
@@ -47,7 +48,7 @@ pub fn api_fronts(
             Some((node, state))
         })
         .collect();
-    selfhost_core::front::api_fronts(nodes, &states, apiserver)
+    selfhost_core::node_fronts::api_fronts(nodes, &states, apiserver)
 }
 
 /// Each control-plane node's checkpointer, from the control-plane nodes' names and the

@@ -19,7 +19,6 @@ mod health;
 mod layout;
 mod pod;
 mod pool;
-mod presence;
 
 pub use health::{BackendHealth, Check, HealthPolicy, Transition};
 pub use layout::{
@@ -31,7 +30,6 @@ pub use pod::{
     FRONT_NAME, FrontPod, FrontTuning, HANDOVER_SOCKET, api_address, is_front,
 };
 pub use pool::{Event, Pool};
-pub use presence::{FrontBackend, FrontState, NodeApiFront, api_fronts};
 
 #[cfg(test)]
 mod handover_tests;

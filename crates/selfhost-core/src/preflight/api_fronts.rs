@@ -3,7 +3,7 @@
 //! API address, and a pivot there has no front to move new connections to the backup.
 
 use super::{Check, CheckId, Verdict};
-use crate::front::{FrontState, NodeApiFront};
+use crate::node_fronts::{FrontState, NodeApiFront};
 
 /// The check for each control-plane node's front, where the kube-apiserver listens `behind`
 /// them (`None` where no node has a front and the kube-apiserver listens behind none).

@@ -1,11 +1,11 @@
 //! Each control-plane node's API front and the kube-apiservers behind it, as their pods show
-//! them: what `status` lists.
+//! them: what `status` lists and the `api-fronts` preflight check reads.
 
 use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::layout::FrontLayout;
+use crate::front::FrontLayout;
 use crate::observation::{Observation, PodObservation};
 
 /// A control-plane node's API front and its backends.
@@ -113,4 +113,51 @@ pub fn api_fronts(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::component::Component;
+    use crate::front::FRONT_ANNOTATION;
+    use crate::observation::builder::World;
+
+    #[test]
+    fn status_shows_each_nodes_front_and_its_backends_as_their_pods_do() {
+        let mut world = World::steady(Component::ApiServer, 2);
+        world
+            .real_mut()
+            .annotations
+            .insert(FRONT_ANNOTATION.into(), "127.0.0.1,127.0.0.2".into());
+        let obs = world.build();
+        let nodes = ["cp-1", "cp-2", "cp-3"].map(String::from);
+        let states = [
+            ("cp-1".to_string(), FrontState::Running),
+            (
+                "cp-2".to_string(),
+                FrontState::NotRunning {
+                    why: "its container waits: ImagePullBackOff".into(),
+                },
+            ),
+        ];
+        let shown: Vec<String> = api_fronts(&nodes, &states, &obs)
+            .iter()
+            .map(|f| {
+                let backends: Vec<String> = f.backends.iter().map(ToString::to_string).collect();
+                format!("{} {} [{}]", f.node, f.state, backends.join(", "))
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "cp-1 running [127.0.0.1 ready, 127.0.0.2 -]",
+                "cp-2 NOT running: its container waits: ImagePullBackOff [127.0.0.1 ready, 127.0.0.2 -]",
+                "cp-3 none [127.0.0.1 -, 127.0.0.2 -]",
+            ]
+        );
+
+        // Nothing behind a front and no front anywhere: nothing to show.
+        let plain = World::steady(Component::ApiServer, 2).build();
+        assert!(api_fronts(&nodes, &[], &plain).is_empty());
+    }
 }
