@@ -103,6 +103,8 @@ pub async fn static_cluster() -> SimCluster {
         .mode(BootstrapMode::Static)
         .port_sharing(true)
         .timings(SimTimings::scaled(100))
+        // The node's API front's image: its pod starts, runs and is Ready.
+        .image(selfhost::DEFAULT_IMAGE, ImageBehaviour::default())
         .start()
         .await
         .expect("cluster starts");
