@@ -38,7 +38,9 @@ use super::{ClusterError, SimCluster};
 use crate::bootstrap::{
     self, BootstrapMode, COMPONENTS, NodeRole, NodeSpec, kubeadm_config_map, mirror_name,
 };
-use crate::controllers::kubelet::{DEFAULT_REPOSITORY, Kubelet, KubeletConfig, Registry};
+use crate::controllers::kubelet::{
+    DEFAULT_REPOSITORY, Kubelet, KubeletConfig, Registry, parse_manifest,
+};
 use crate::controllers::objects;
 use crate::resources::{CONFIGMAPS, DAEMONSETS, NODES, PODS};
 use crate::server::{SimServer, SimServerOptions};
@@ -390,7 +392,22 @@ pub(super) async fn start(b: SimClusterBuilder) -> Result<SimCluster, ClusterErr
         front_end,
     };
     let fronts = b.api_front.is_some();
-    if let Err(e) = control_plane_ready(&cluster, fronts, b.bootstrap_timeout).await {
+    // The node agents' static pods (a checkpointer, an API front): their mirror pods are
+    // Ready before the cluster counts as up, as a converted node's are before `convert` ends.
+    let agents: Vec<String> = cluster
+        .nodes
+        .iter()
+        .filter(|spec| spec.role == NodeRole::ControlPlane)
+        .flat_map(|spec| {
+            b.control_plane_static_pods
+                .iter()
+                .filter_map(move |(file, render)| {
+                    let pod = parse_manifest(render.render(spec).as_bytes(), file).ok()?;
+                    Some(mirror_name(pod.metadata.name.as_deref()?, &spec.name))
+                })
+        })
+        .collect();
+    if let Err(e) = control_plane_ready(&cluster, fronts, &agents, b.bootstrap_timeout).await {
         cluster.shutdown().await;
         return Err(e);
     }
@@ -495,9 +512,25 @@ fn missing(cluster: &SimCluster, fronts: bool) -> Option<String> {
     None
 }
 
+/// The first of the node agents' mirror pods `agents` that is not Ready, if any.
+fn agent_missing(cluster: &SimCluster, agents: &[String]) -> Option<String> {
+    let store = cluster.store();
+    agents
+        .iter()
+        .find(|name| {
+            !store
+                .get_opt(&PODS, "kube-system", name)
+                .as_deref()
+                .and_then(typed::<Pod>)
+                .is_some_and(|p| objects::is_pod_ready(&p))
+        })
+        .map(|name| format!("the mirror pod {name} is not Ready"))
+}
+
 async fn control_plane_ready(
     cluster: &SimCluster,
     fronts: bool,
+    agents: &[String],
     timeout: Duration,
 ) -> Result<(), ClusterError> {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -506,7 +539,7 @@ async fn control_plane_ready(
     // A front's checks change nothing the loop waits on: look again every few milliseconds.
     let mut recheck = tokio::time::interval(Duration::from_millis(5));
     loop {
-        let Some(what) = missing(cluster, fronts) else {
+        let Some(what) = missing(cluster, fronts).or_else(|| agent_missing(cluster, agents)) else {
             return Ok(());
         };
         tokio::select! {
