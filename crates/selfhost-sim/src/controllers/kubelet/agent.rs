@@ -48,6 +48,9 @@ pub struct Kubelet {
     state: NodeState,
     rt: NodeRuntime,
     pods: BTreeMap<String, PodWorker>,
+    /// Static pods whose manifest came back, unchanged, while their pod still stops: as the
+    /// kubelet restarts a static pod of the same UID, each starts afresh once that one stopped.
+    restart_after_stop: BTreeMap<String, Pod>,
     acknowledged: BTreeMap<String, PodStatus>,
     mirrors: BTreeMap<(String, String), MirrorRecord>,
     node_conditions: Vec<NodeCondition>,
@@ -85,6 +88,7 @@ impl Kubelet {
             config,
             state: NodeState::Up,
             pods: BTreeMap::new(),
+            restart_after_stop: BTreeMap::new(),
             acknowledged: BTreeMap::new(),
             mirrors: BTreeMap::new(),
             node_conditions: Vec::new(),
@@ -292,18 +296,47 @@ impl Kubelet {
                 worker.request_stop(now, grace, &mut self.rt);
             }
         }
+        self.restart_after_stop
+            .retain(|hash, _| wanted.contains_key(hash));
         for (hash, pod) in wanted {
-            if self.pods.contains_key(&hash) {
-                continue;
+            match self.pods.get(&hash) {
+                Some(worker) if worker.stop.is_some() => {
+                    self.restart_after_stop.insert(hash, pod.clone());
+                }
+                Some(_) => {}
+                None => self.start_static_pod(hash, pod),
             }
-            let file = objects::annotations(&pod.metadata)
-                .get(static_pods::CONFIG_SOURCE_ANNOTATION)
-                .cloned()
-                .unwrap_or_default();
-            self.pods.insert(
-                hash,
-                PodWorker::new(pod.clone(), PodSource::StaticFile { file }),
-            );
+        }
+        self.admit_static_pods(now);
+    }
+
+    fn start_static_pod(&mut self, hash: String, pod: &Pod) {
+        let file = objects::annotations(&pod.metadata)
+            .get(static_pods::CONFIG_SOURCE_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        self.pods.insert(
+            hash,
+            PodWorker::new(pod.clone(), PodSource::StaticFile { file }),
+        );
+    }
+
+    /// Starts afresh each static pod whose manifest came back while it stopped, now that it
+    /// has.
+    fn restart_stopped_static_pods(&mut self, now: Timestamp) {
+        let stopped: Vec<String> = self
+            .restart_after_stop
+            .keys()
+            .filter(|hash| !self.pods.contains_key(*hash))
+            .cloned()
+            .collect();
+        if stopped.is_empty() {
+            return;
+        }
+        for hash in stopped {
+            if let Some(pod) = self.restart_after_stop.remove(&hash) {
+                self.start_static_pod(hash, &pod);
+            }
         }
         self.admit_static_pods(now);
     }
@@ -419,6 +452,7 @@ impl Kubelet {
             self.run_until(registry, now);
         }
         self.collect_deletions(&mut report);
+        self.restart_stopped_static_pods(now);
         self.collect_statuses(&mut report, now);
         self.collect_mirrors(&mut report);
         report.events = std::mem::take(&mut self.rt.events);

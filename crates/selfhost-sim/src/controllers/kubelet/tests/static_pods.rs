@@ -186,6 +186,37 @@ fn an_edited_manifest_replaces_the_pod_only_after_the_old_one_stopped() {
 }
 
 #[test]
+fn a_manifest_written_back_while_its_pod_stops_starts_it_again_once_stopped() {
+    let mut h = Harness::new();
+    h.kubelet.observe_node(&node());
+    let pod = static_apiserver(&h, MANIFEST);
+    h.kubelet.set_static_pods(std::slice::from_ref(&pod), h.now);
+    h.run_to(1.0);
+    let mirror = accept_mirrors(&mut h)[0].clone();
+    h.run_to(10.0);
+    h.kubelet.set_static_pods(&[], h.now);
+    h.run_to(10.5);
+    // The same manifest again, while the pod of the same UID still stops.
+    let again = static_apiserver(&h, MANIFEST);
+    assert_eq!(config_hash(&pod), config_hash(&again));
+    h.kubelet
+        .set_static_pods(std::slice::from_ref(&again), h.now);
+    h.run_to(11.5);
+    assert_eq!(h.kubelet.pod_uids().count(), 1, "a pod of it, afresh");
+    let starting = h.status(&mirror).container_statuses.unwrap_or_default();
+    assert!(
+        starting.iter().all(|c| !c.ready),
+        "the old process stopped, the new one is not up yet: {starting:?}"
+    );
+    // Admitted at 11: sandbox 12, pull 12-14, create 14-15, Ready 18, reported through the
+    // same mirror, whose hash it shares.
+    h.run_to(18.0);
+    let c = h.status(&mirror).container_statuses.unwrap()[0].clone();
+    assert!(c.ready, "it runs again: {c:?}");
+    assert!(h.last.mirror_pods_to_delete.is_empty());
+}
+
+#[test]
 fn a_mirror_deleted_by_someone_is_created_again() {
     let mut h = Harness::new();
     h.kubelet.observe_node(&node());
