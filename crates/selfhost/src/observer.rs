@@ -32,7 +32,7 @@ use crate::client::Clients;
 use crate::cluster_view::{ClusterView, ViewTimeout};
 use crate::health;
 use crate::identity::LeaseWatch;
-use crate::measure::{MeasuredDisruption, Recorder};
+use crate::measure::{MeasuredDisruption, ProbeOutcome, Recorder};
 use crate::retry::{RetryPolicy, with_retries};
 use crate::stopped::StopTracker;
 
@@ -42,6 +42,9 @@ pub const HEALTH_MAX_AGE: Duration = Duration::from_millis(500);
 const HEALTH_CONFIRMATIONS: usize = 2;
 /// The pause before each of them.
 const HEALTH_CONFIRMATION_PAUSE: Duration = Duration::from_millis(500);
+/// How long preflight waits for a kube-apiserver that is shutting down to stop: a pod's
+/// default grace period (30 s), after which the kubelet kills it, and a margin.
+const DRAINING_PATIENCE: Duration = Duration::from_secs(40);
 
 /// The engine's eyes: the watched view, the probe client and the identity memory.
 pub struct Observer {
@@ -315,6 +318,26 @@ impl Observer {
         for _ in 0..HEALTH_CONFIRMATIONS {
             if health.readyz_ok && health.git_version.is_some() {
                 break;
+            }
+            tokio::time::sleep(HEALTH_CONFIRMATION_PAUSE).await;
+            health = self.api_health(Duration::ZERO).await;
+        }
+        // A kube-apiserver that was told to stop (a checkpoint copy retired, a pod replaced)
+        // fails only its `shutdown` check until it exits, and keeps the connections it has,
+        // while its successor on the same address already serves. That is not an unhealthy
+        // API: wait for the stopping one to go, within its grace period.
+        let draining_until = tokio::time::Instant::now() + DRAINING_PATIENCE;
+        let mut said = false;
+        while ProbeOutcome::of(&health) == ProbeOutcome::Draining
+            && tokio::time::Instant::now() < draining_until
+        {
+            if !said {
+                tracing::warn!(
+                    "a kube-apiserver answering this address is shutting down (/readyz fails \
+                     only its shutdown check); waiting up to {}s for it to stop",
+                    DRAINING_PATIENCE.as_secs()
+                );
+                said = true;
             }
             tokio::time::sleep(HEALTH_CONFIRMATION_PAUSE).await;
             health = self.api_health(Duration::ZERO).await;

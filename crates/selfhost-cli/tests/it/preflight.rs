@@ -269,3 +269,56 @@ async fn a_three_node_plan_fits_one_screen_and_explains_itself_with_verbose() {
     );
     assert!(verbose.contains("the Lease is handed over"), "{verbose}");
 }
+
+/// A kube-apiserver told to stop fails only its `shutdown` check while it drains, and keeps
+/// the connections it has: the plan says so and waits for it to go rather than refusing an
+/// API whose other server already serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apiserver_shutting_down_delays_the_plan_and_does_not_refuse_it() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let sim = cluster(1).await;
+    sim.server().set_health_check_failing("shutdown", true);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("selfhost"))
+        .env_remove("KUBECONFIG")
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .arg("--kubeconfig")
+        .arg(sim.kubeconfig_path())
+        .args(["plan", "v1.34.0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("selfhost runs");
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let waiting = tokio::task::spawn_blocking(move || {
+        let mut seen = Vec::new();
+        while let Ok(line) = said.recv_timeout(Duration::from_secs(30)) {
+            let found = line.contains("is shutting down");
+            seen.push(line);
+            if found {
+                return Ok(seen);
+            }
+        }
+        Err(seen)
+    })
+    .await
+    .expect("joined");
+    let seen = waiting.expect("the plan says it waits for the stopping kube-apiserver");
+    // The stopping server is gone: the serving one answers every probe.
+    sim.server().set_health_check_failing("shutdown", false);
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("joined")
+        .expect("waited");
+    assert_eq!(status.code(), Some(0), "the plan proceeds: {seen:#?}");
+}
