@@ -3,7 +3,9 @@
 //! run, exit 4); the engine's events go to stdout as JSON lines for programs, or to the
 //! progress display on stderr for people.
 
-use selfhost::{Event, Events, Stamped};
+use std::collections::HashMap;
+
+use selfhost::{Component, Event, Events, Stamped};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -58,11 +60,12 @@ impl Running {
         let progress = self.progress.clone();
         let task = tokio::spawn(async move {
             let mut seen = Vec::new();
+            let mut lines = StepLines::default();
             while let Some(event) = receiver.recv().await {
                 if show.json {
                     let _ = ui::json_line(&event);
                 } else {
-                    progress.event(&event, render(&event, &show));
+                    progress.event(&event, lines.render(&event, &show));
                 }
                 seen.push(event);
             }
@@ -160,6 +163,43 @@ fn brief(description: &str) -> String {
     }
 }
 
+/// The permanent lines of a run as [`render`] makes them, less a wait step that only resumes
+/// the wait its component showed last: after a step of the same wait (a Lease handed over
+/// while a rollout waits, the next node's old pod deleted), the wait goes on unsaid, and the
+/// live line shows what it still waits for.
+#[derive(Debug, Default)]
+pub struct StepLines {
+    /// Per component, the step and description of the last wait it showed.
+    last_wait: HashMap<Component, (String, String)>,
+}
+
+impl StepLines {
+    /// The line for `event`, if it has one and it is no repeat.
+    pub fn render(&mut self, event: &Stamped, show: &Show) -> Option<String> {
+        match &event.event {
+            Event::ComponentStarted { component } | Event::ComponentFinished { component, .. } => {
+                self.last_wait.remove(component);
+            }
+            Event::Step {
+                component,
+                step,
+                description,
+            } if description.starts_with(WAIT) => {
+                let wait = (step.clone(), description.clone());
+                if self.last_wait.get(component) == Some(&wait) {
+                    return None;
+                }
+                self.last_wait.insert(*component, wait);
+            }
+            _ => {}
+        }
+        render(event, show)
+    }
+}
+
+/// How a waiting step's description begins.
+const WAIT: &str = "wait: ";
+
 /// An event as a permanent line for people (`None`: it has none): one line per step as it
 /// begins; what a wait still waits for (on the live line of a terminal, and off one at most
 /// once a second); what each write did only in a dry run (where it is the result) or with
@@ -178,7 +218,14 @@ pub fn render(event: &Stamped, show: &Show) -> Option<String> {
             component,
             step,
             description,
-        } => format!("{at} {component}: {step}: {}", brief(description)),
+        } => {
+            // The step's name already says it waits.
+            let what = brief(description);
+            format!(
+                "{at} {component}: {step}: {}",
+                what.strip_prefix(WAIT).unwrap_or(&what)
+            )
+        }
         Event::Waiting {
             component,
             condition,
@@ -216,8 +263,6 @@ pub fn render(event: &Stamped, show: &Show) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use selfhost::Component;
-
     use super::*;
 
     fn show() -> Show {
@@ -349,5 +394,79 @@ mod tests {
             description: "kube-scheduler runs v1.34.0".into(),
         });
         assert_eq!(render(&done, &show()), None);
+    }
+
+    #[test]
+    fn a_wait_resumed_after_a_step_of_its_own_is_not_said_again() {
+        let step = |component, step: &str, description: &str| {
+            at(Event::Step {
+                component,
+                step: step.into(),
+                description: description.into(),
+            })
+        };
+        let rollout = "wait: every pod of self-hosted-kube-apiserver on the target template";
+        let events = [
+            at(Event::ComponentStarted {
+                component: Component::ApiServer,
+            }),
+            step(
+                Component::ApiServer,
+                "delete-old-pod",
+                "delete old pod a on cp-1",
+            ),
+            step(Component::ApiServer, "wait-for-rollout", rollout),
+            step(
+                Component::ApiServer,
+                "delete-old-pod",
+                "delete old pod b on cp-2",
+            ),
+            step(Component::ApiServer, "wait-for-rollout", rollout),
+            step(Component::Scheduler, "wait-for-rollout", rollout),
+            step(
+                Component::ApiServer,
+                "remove-backup",
+                "remove backup DaemonSet t",
+            ),
+            step(
+                Component::ApiServer,
+                "wait-for-backup-gone",
+                "wait: backup t gone",
+            ),
+            at(Event::ComponentFinished {
+                component: Component::ApiServer,
+                outcome: "done".into(),
+                message: "runs v1.34.0".into(),
+                elapsed_seconds: 3.0,
+            }),
+            at(Event::ComponentStarted {
+                component: Component::ApiServer,
+            }),
+            step(Component::ApiServer, "wait-for-rollout", rollout),
+        ];
+        let mut lines = StepLines::default();
+        let shown: Vec<String> = events
+            .iter()
+            .filter_map(|e| lines.render(e, &show()))
+            .map(|l| l.trim_start_matches("[   1.2s] ").to_string())
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "kube-apiserver: upgrading",
+                "kube-apiserver: delete-old-pod: delete old pod a on cp-1",
+                "kube-apiserver: wait-for-rollout: every pod of self-hosted-kube-apiserver on \
+                 the target template",
+                "kube-apiserver: delete-old-pod: delete old pod b on cp-2",
+                "kube-scheduler: wait-for-rollout: every pod of self-hosted-kube-apiserver on \
+                 the target template",
+                "kube-apiserver: remove-backup: remove backup DaemonSet t",
+                "kube-apiserver: wait-for-backup-gone: backup t gone",
+                "kube-apiserver: done after 3.0s: runs v1.34.0",
+                "kube-apiserver: upgrading",
+                "kube-apiserver: wait-for-rollout: every pod of self-hosted-kube-apiserver on \
+                 the target template",
+            ]
+        );
     }
 }
