@@ -8,6 +8,7 @@ pub mod config_file;
 pub mod convert;
 pub mod demo;
 pub mod front;
+mod front_placement;
 pub mod manifests;
 pub mod plan;
 pub mod prepull;
