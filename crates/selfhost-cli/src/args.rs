@@ -185,9 +185,10 @@ pub enum CheckpointAction {
     Remove(CheckpointRemoveArgs),
 }
 
-/// The node a checkpointer is installed on or removed from, and where its files are.
+/// The node a node agent (the checkpointer, the API front) is installed on or removed from,
+/// and where its files are.
 #[derive(Debug, Args)]
-pub struct CheckpointNodeArgs {
+pub struct NodeAgentArgs {
     /// This node's name in the cluster.
     #[arg(long)]
     pub node: String,
@@ -204,7 +205,7 @@ pub struct CheckpointNodeArgs {
 pub struct CheckpointRemoveArgs {
     /// The node and its files.
     #[command(flatten)]
-    pub on: CheckpointNodeArgs,
+    pub on: NodeAgentArgs,
     /// Say what would be removed, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -215,7 +216,7 @@ pub struct CheckpointRemoveArgs {
 pub struct CheckpointInstallArgs {
     /// The node and its files.
     #[command(flatten)]
-    pub on: CheckpointNodeArgs,
+    pub on: NodeAgentArgs,
     /// Its image and kubeconfig.
     #[command(flatten)]
     pub checkpointer: CheckpointerArgs,
@@ -227,21 +228,72 @@ pub struct CheckpointInstallArgs {
     pub timeout: Duration,
 }
 
-/// Arguments of `selfhost front`.
+/// Arguments of `selfhost front`: the front, or one of its subcommands.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct FrontArgs {
-    /// The node's API address and port, e.g. 0.0.0.0:6443.
+    /// Instead of running the front.
+    #[command(subcommand)]
+    pub action: Option<FrontAction>,
+    /// The front's options.
+    #[command(flatten)]
+    pub proxy: FrontProxyArgs,
+}
+
+/// What `selfhost front` does instead of running the front.
+#[derive(Debug, Subcommand)]
+pub enum FrontAction {
+    /// Put the API front on this node of a self-hosted cluster that has none: write its static
+    /// pod and wait until the kubelet runs it. Once every control-plane node runs one, the
+    /// kube-apiserver DaemonSet is marked to listen behind them, and the next `apply` moves it.
+    Install(FrontInstallArgs),
+    /// Remove the API front from this node, where the kube-apiserver does not listen behind it.
+    Remove(FrontRemoveArgs),
+}
+
+/// Arguments of `selfhost front install`.
+#[derive(Debug, Args)]
+pub struct FrontInstallArgs {
+    /// The node and its files.
+    #[command(flatten)]
+    pub on: NodeAgentArgs,
+    /// Its image and the kube-apiservers' addresses behind it.
+    #[command(flatten)]
+    pub front: FrontPlacementArgs,
+    /// Say what would be written, and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How long the kubelet may take to start it (an image pull included).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = period)]
+    pub timeout: Duration,
+}
+
+/// Arguments of `selfhost front remove`.
+#[derive(Debug, Args)]
+pub struct FrontRemoveArgs {
+    /// The node and its files.
+    #[command(flatten)]
+    pub on: NodeAgentArgs,
+    /// Say what would be removed, and remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The front's own options.
+#[derive(Debug, Args)]
+pub struct FrontProxyArgs {
+    /// The node's API address and port, e.g. 10.0.0.11:6443 (required to run the front).
     #[arg(long, value_name = "ADDR:PORT")]
-    pub listen: std::net::SocketAddr,
-    /// A kube-apiserver of this node on its own loopback port, e.g. 127.0.0.1:6444 (repeat
+    pub listen: Option<std::net::SocketAddr>,
+    /// A kube-apiserver of this node on its own loopback address, e.g. 127.0.0.1:6443 (repeat
     /// for each: the DaemonSet's and the backup's).
     #[arg(long = "backend", value_name = "ADDR:PORT")]
     pub backends: Vec<std::net::SocketAddr>,
     /// The cluster CA the kube-apiservers' serving certificates are verified against (PEM).
     #[arg(long, value_name = "PATH", default_value = selfhost::DEFAULT_FRONT_CA_FILE)]
     pub ca_file: PathBuf,
-    /// The name the backends' certificates are verified for (default: each backend's IP
-    /// address; kube-apiserver's certificate has 127.0.0.1).
+    /// The name the backends' certificates are verified for, e.g. kubernetes (default: each
+    /// backend's IP address).
     #[arg(long, value_name = "NAME")]
     pub check_server_name: Option<String>,
     /// How often each backend's /readyz is checked.

@@ -42,7 +42,7 @@ fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Sim(args) => block_on(commands::sim::run(&cli.global, args)),
         Command::Checkpoint(args) => block_on(commands::checkpoint::run(&cli.global, args)),
         Command::Recover(args) => block_on(commands::recover::run(&cli.global, args)),
-        Command::Front(args) => block_on(commands::front::run(args)),
+        Command::Front(args) => block_on(commands::front::run(&cli.global, args)),
     }
 }
 

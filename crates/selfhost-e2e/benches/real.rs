@@ -1,6 +1,7 @@
 //! selfhost next to kubeadm's algorithm on real Kubernetes processes: on a fresh bed each, the
-//! same upgrade (v1.20.2 → v1.20.3) by `selfhost apply` and by the project's reference
-//! implementation of kubeadm's self-hosted upgrade, with two probers running (a new
+//! same upgrade (v1.20.2 → v1.20.3) by `selfhost apply` behind the node's API front (one node
+//! only), by `selfhost apply` without it, and by the project's reference implementation of
+//! kubeadm's self-hosted upgrade, with two probers running (a new
 //! connection per request, and keep-alive connections; reads every 20 ms, writes every
 //! 100 ms). Prints one line per run and the ratios kubeadm ÷ selfhost.
 //!
@@ -83,32 +84,6 @@ async fn kubeadm_upgrade(bed: &TestBed) -> Figures {
     }
 }
 
-/// `apply` to `target` with both probers running; returns the figures.
-pub async fn upgrade(bed: &TestBed, target: &str) -> Figures {
-    let leaders = LeaderWatch::start(bed).await;
-    let probers = Probers::start(bed).await;
-    let run = support::selfhost_to_end(bed, &["apply", target, "--force"]).await;
-    let availability = probers.stop().await;
-    let leader_changes = leaders.stop().await;
-    assert_eq!(
-        run.code,
-        Some(0),
-        "apply {target}: {:?}\n{}",
-        run.result(),
-        run.stderr
-    );
-    scenarios::assert_on(bed, target);
-    for line in run.step_seconds() {
-        println!("  {line}");
-    }
-    Figures {
-        wall: run.wall,
-        availability,
-        leader_changes,
-        api_requests: run.api_requests(),
-    }
-}
-
 fn failed(f: &Figures) -> usize {
     let a = &f.availability;
     a.new_connections.reads.failures()
@@ -137,9 +112,21 @@ fn ratio(kubeadm: f64, selfhost: f64) -> String {
 }
 
 async fn side_by_side(nodes: usize) {
+    if nodes == 1 {
+        // The nodes' API fronts fit a bed of one node only: its nodes share one network
+        // namespace.
+        let (bed, _) = support::bed(nodes).await;
+        scenarios::convert_to_self_hosted_with(&bed, scenarios::Fronts::Behind).await;
+        let behind = scenarios::upgrade_probed(&bed, TO_TAG).await;
+        bed.stop().await;
+        println!("{}", behind.line("selfhost apply behind the front", nodes));
+        for line in behind.failure_lines() {
+            println!("  failed probes, {line}");
+        }
+    }
     let (bed, _) = support::bed(nodes).await;
     scenarios::convert_to_self_hosted(&bed).await;
-    let ours = upgrade(&bed, TO_TAG).await;
+    let ours = scenarios::upgrade_probed(&bed, TO_TAG).await;
     bed.stop().await;
     println!("{}", ours.line("selfhost apply", nodes));
     for line in ours.failure_lines() {

@@ -71,28 +71,11 @@ async fn run_install(
     request.patience = args.timeout;
     let outcome =
         install_checkpointer(&super::cluster::client_args(global), &request, args.dry_run).await?;
-    let message = format!("node {}: {outcome}", args.on.node);
-    let json = global.output == OutputFormat::Json;
-    if json {
-        ui::json_line(&serde_json::json!({
-            "event": "result",
-            "outcome": if outcome.succeeded() { "done" } else { "not-restored" },
-            "message": message,
-            "checkpointer": outcome,
-        }))?;
-    }
-    if outcome.succeeded() {
-        super::conclude(Outcome::Done, message, json)
-    } else {
-        super::conclude(
-            Outcome::NotRestored,
-            format!(
-                "{message}; the manifest stays, and the kubelet starts it once it can (check the \
-                 image with --checkpointer-image, or remove the manifest)"
-            ),
-            json,
-        )
-    }
+    let fix = (!outcome.succeeded()).then_some(
+        "the manifest stays, and the kubelet starts it once it can (check the image with \
+         --checkpointer-image, or remove the manifest)",
+    );
+    super::conclude_on_node(global, &args.on.node, "checkpointer", &outcome, fix)
 }
 
 /// `selfhost checkpoint remove`.
@@ -105,17 +88,7 @@ async fn run_remove(global: &GlobalArgs, args: &CheckpointRemoveArgs) -> Result<
         args.dry_run,
     )
     .await?;
-    let message = format!("node {}: {outcome}", args.on.node);
-    let json = global.output == OutputFormat::Json;
-    if json {
-        ui::json_line(&serde_json::json!({
-            "event": "result",
-            "outcome": "done",
-            "message": message,
-            "checkpointer": outcome,
-        }))?;
-    }
-    super::conclude(Outcome::Done, message, json)
+    super::conclude_on_node(global, &args.on.node, "checkpointer", &outcome, None)
 }
 
 /// Runs the agent until stopped.

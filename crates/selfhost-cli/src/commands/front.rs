@@ -13,13 +13,30 @@ use std::time::Duration;
 use selfhost::{Front, FrontEvent, FrontListening, FrontOptions, FrontStart};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::FrontArgs;
+use crate::args::{FrontAction, FrontArgs, FrontProxyArgs, GlobalArgs};
 use crate::exit::{CliError, Outcome};
 use crate::ui;
 
+/// Runs `selfhost front`: the front until stopped, or one of its subcommands.
+pub async fn run(global: &GlobalArgs, args: &FrontArgs) -> Result<Outcome, CliError> {
+    match &args.action {
+        Some(FrontAction::Install(install)) => {
+            super::front_placement::install(global, install).await
+        }
+        Some(FrontAction::Remove(remove)) => super::front_placement::remove(global, remove).await,
+        None => run_front(&args.proxy).await,
+    }
+}
+
 /// Runs the front until stopped.
-pub async fn run(args: &FrontArgs) -> Result<Outcome, CliError> {
-    let mut options = FrontOptions::new(args.listen, args.backends.clone());
+async fn run_front(args: &FrontProxyArgs) -> Result<Outcome, CliError> {
+    let listen = args.listen.ok_or_else(|| {
+        CliError::bad_input(anyhow::anyhow!(
+            "selfhost front needs --listen ADDR:PORT: the node's API address (or a subcommand: \
+             install, remove)"
+        ))
+    })?;
+    let mut options = FrontOptions::new(listen, args.backends.clone());
     options.ca_file = args.ca_file.clone();
     options.check_server_name = args.check_server_name.clone();
     options.check_interval = args.check_interval;
@@ -30,7 +47,7 @@ pub async fn run(args: &FrontArgs) -> Result<Outcome, CliError> {
     let front = Front::bind(options)
         .await
         .map_err(|e| CliError::from(selfhost::Error::from(e)))?;
-    let listening = front.local_addr().map_or(args.listen, |a| a);
+    let listening = front.local_addr().map_or(listen, |a| a);
     ui::say(found(front.start(), args.backends.len(), args.hold));
     let backends: Vec<String> = args.backends.iter().map(ToString::to_string).collect();
     ui::say(format!(

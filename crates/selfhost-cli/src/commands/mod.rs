@@ -8,6 +8,7 @@ pub mod config_file;
 pub mod convert;
 pub mod demo;
 pub mod front;
+mod front_placement;
 pub mod manifests;
 pub mod plan;
 pub mod prepull;
@@ -51,6 +52,34 @@ fn with_front(
 ) -> Result<selfhost_sim::cluster::SimClusterBuilder, CliError> {
     sim_front::with_front(builder, speed)
         .map_err(|e| CliError::from(anyhow::anyhow!(e).context("rendering the API front")))
+}
+
+/// Ends a command that put a node agent's static pod on a node or took it away: says what
+/// it did to `node` (in JSON under `agent`, the agent's name) and succeeds, or, when the
+/// agent does not run (`fix` says what to check), exits as not restored.
+fn conclude_on_node<T: serde::Serialize + std::fmt::Display>(
+    global: &crate::args::GlobalArgs,
+    node: &str,
+    agent: &str,
+    result: &T,
+    fix: Option<&str>,
+) -> Result<Outcome, CliError> {
+    let message = format!("node {node}: {result}");
+    let json = global.output == crate::args::OutputFormat::Json;
+    if json {
+        let mut line = serde_json::json!({
+            "event": "result",
+            "outcome": if fix.is_none() { "done" } else { "not-restored" },
+            "message": message,
+        });
+        line[agent] = serde_json::to_value(result)
+            .map_err(|e| CliError::from(anyhow::anyhow!(e).context("rendering the result")))?;
+        crate::ui::json_line(&line)?;
+    }
+    match fix {
+        None => conclude(Outcome::Done, message, json),
+        Some(fix) => conclude(Outcome::NotRestored, format!("{message}; {fix}"), json),
+    }
 }
 
 fn conclude(outcome: Outcome, message: String, json: bool) -> Result<Outcome, CliError> {

@@ -8,6 +8,7 @@ mod checkpointed;
 mod convert;
 mod demo;
 mod front;
+mod front_install;
 mod hostile;
 mod kubectl_apply;
 mod layout;

@@ -34,6 +34,8 @@ pub enum FrontShape {
         port: u16,
         /// Where the live template listens (`None`: every address).
         live: Option<IpAddr>,
+        /// Whether the live template permits port sharing.
+        live_shares_port: bool,
         /// Where the target template listens (`None`: every address).
         target: Option<IpAddr>,
     },
@@ -62,6 +64,10 @@ impl FrontShape {
                     .and_then(|p| p.trim().parse().ok())
                     .unwrap_or(component.default_secure_port()),
                 live: listens_on(&live.template),
+                live_shares_port: crate::disruption::permits_port_sharing(
+                    &live.template,
+                    component,
+                ),
                 target: listens_on(target),
             },
             Err(error) => FrontShape::Unreadable {
@@ -70,8 +76,10 @@ impl FrontShape {
         }
     }
 
-    /// The layout, when the pivot runs behind the front: the annotation reads, and the live
-    /// and the target templates both listen on its address for the DaemonSet's pods.
+    /// The layout, when the pivot runs behind the front: the annotation reads, the target
+    /// template listens on its address for the DaemonSet's pods, and the live one either does
+    /// too or still listens on every address with port sharing, as before a front was put in
+    /// front of it ([`FrontShape::moves_behind`]).
     pub fn layout(&self) -> Option<FrontLayout> {
         match self {
             FrontShape::Behind {
@@ -79,9 +87,28 @@ impl FrontShape {
                 live,
                 target,
                 ..
-            } if *live == Some(layout.backend) && *target == Some(layout.backend) => Some(*layout),
+            } if (*live == Some(layout.backend) || self.moves_behind())
+                && *target == Some(layout.backend) =>
+            {
+                Some(*layout)
+            }
             _ => None,
         }
+    }
+
+    /// Whether this pivot moves the kube-apiserver behind the front: its live template
+    /// listens on every address with port sharing, beside the front on the node's address
+    /// (the kernel gives the more specific socket the node's connections, and the wildcard
+    /// answers the front's backends until a process listens on their own addresses).
+    pub fn moves_behind(&self) -> bool {
+        matches!(
+            self,
+            FrontShape::Behind {
+                live: None,
+                live_shares_port: true,
+                ..
+            }
+        )
     }
 
     /// Why no pivot can run on this shape, and what fixes it: the annotation is unreadable,
@@ -105,20 +132,25 @@ impl FrontShape {
                     FrontLayout::default().to_annotation()
                 ),
             )),
-            FrontShape::Behind { layout, live, .. } if *live != Some(layout.backend) => Some((
-                format!(
-                    "kube-system/{daemonset} is annotated {FRONT_ANNOTATION}={} (its pods listen \
+            FrontShape::Behind { layout, live, .. }
+                if *live != Some(layout.backend) && !self.moves_behind() =>
+            {
+                Some((
+                    format!(
+                        "kube-system/{daemonset} is annotated {FRONT_ANNOTATION}={} (its pods listen \
                      behind the node's API front on {}), but its template listens on {}",
-                    layout.to_annotation(),
-                    layout.backend,
-                    describe(*live)
-                ),
-                format!(
-                    "finish moving the kube-apiserver behind the front (--bind-address={} with \
-                     its probes aimed there), or {remove}; then re-run",
-                    layout.backend
-                ),
-            )),
+                        layout.to_annotation(),
+                        layout.backend,
+                        describe(*live)
+                    ),
+                    format!(
+                        "finish moving the kube-apiserver behind the front (--bind-address={} with \
+                     its probes aimed there, or every address with --permit-port-sharing=true \
+                     for the next upgrade to move it), or {remove}; then re-run",
+                        layout.backend
+                    ),
+                ))
+            }
             FrontShape::Behind { layout, target, .. } if *target != Some(layout.backend) => Some((
                 format!(
                     "the target template of kube-apiserver listens on {}, not on {} where \

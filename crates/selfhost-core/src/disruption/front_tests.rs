@@ -29,6 +29,14 @@ fn behind_a_front_the_apiserver_hands_over_without_a_failed_request_or_port_shar
                 .live_without_port_sharing(),
         ),
         (
+            "one node, moved behind the front from every address with port sharing",
+            World::steady(ApiServer, 1).marked_behind_front(),
+        ),
+        (
+            "three nodes, moved behind the front from every address with port sharing",
+            World::steady(ApiServer, 3).marked_behind_front(),
+        ),
+        (
             "one node, no identity Leases",
             World::steady(ApiServer, 1)
                 .behind_front()
@@ -97,8 +105,8 @@ fn a_front_the_pivot_cannot_follow_blocks_it_with_a_fix() {
             "selfhost.dev/api-front-",
         ),
         (
-            "the live pods listen on every address",
-            annotated("127.0.0.1,127.0.0.2"),
+            "the live pods hold every address alone (no port sharing)",
+            annotated("127.0.0.1,127.0.0.2").live_without_port_sharing(),
             &front_target(),
             "but its template listens on every address (no --bind-address)",
             "finish moving the kube-apiserver behind the front",

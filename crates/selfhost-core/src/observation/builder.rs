@@ -400,6 +400,17 @@ impl World {
         self.behind_front_with(FrontLayout::default())
     }
 
+    /// The real DaemonSet annotated to listen behind each node's API front with the default
+    /// layout while its template still listens on every address, as `selfhost front install`
+    /// leaves it for the next upgrade to move.
+    pub(crate) fn marked_behind_front(mut self) -> Self {
+        self.real_mut().annotations.insert(
+            crate::front::FRONT_ANNOTATION.into(),
+            FrontLayout::default().to_annotation(),
+        );
+        self
+    }
+
     /// [`World::behind_front`] with `layout`.
     pub(crate) fn behind_front_with(mut self, layout: FrontLayout) -> Self {
         self.front = Some(layout);

@@ -3,10 +3,14 @@
 //! The real DaemonSet's annotation [`crate::front::FRONT_ANNOTATION`] names the layout: its pods listen on
 //! one loopback address, a backup's on another, on the node's API port, and the front on the
 //! node's API address passes each new connection to one whose `/readyz` passes (see
-//! [`crate::front`]). Where the annotation reads and the live and target templates both
-//! listen where it says ([`FrontShape::layout`]), the pivot takes the front's path; an
-//! unreadable annotation, or a template that listens elsewhere, is refused before anything
-//! changes (the expected disruption's block, `starting.rs`).
+//! [`crate::front`]). Where the annotation reads and the target template listens where it
+//! says ([`FrontShape::layout`]), the pivot takes the front's path; the live template listens
+//! there too, or still on every address with port sharing, as `selfhost front install` leaves
+//! it, and then this pivot moves it behind the front: the front holds the node's address (the
+//! more specific socket), the old process's wildcard socket answers the front's backends until
+//! the backup and then the new pod listen on their own addresses. An unreadable annotation,
+//! or a template that listens elsewhere, is refused before anything changes (the expected
+//! disruption's block, `starting.rs`).
 //!
 //! What the front changes, phase by phase:
 //!

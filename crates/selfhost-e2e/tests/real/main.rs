@@ -32,6 +32,25 @@ async fn one_node_lifecycle() {
     bed.stop().await;
 }
 
+/// One node behind its API front, as `convert` builds it by default: the upgrade with both
+/// kinds of client probing (reads every 20 ms, writes every 100 ms) fails none of their
+/// requests, and converting back takes the front away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real-process bed: crates/selfhost-e2e/scripts/build-kubernetes.sh"]
+async fn one_node_behind_its_api_front() {
+    let (bed, _) = support::bed(1).await;
+    scenarios::convert_to_self_hosted_with(&bed, scenarios::Fronts::Behind).await;
+    let figures = scenarios::upgrade_probed(&bed, TO_TAG).await;
+    println!("{}", figures.line("selfhost apply behind the front", 1));
+    let failures = figures.failure_lines();
+    assert!(
+        failures.is_empty(),
+        "behind the front no probe fails: {failures:?}"
+    );
+    scenarios::convert_to_static(&bed).await;
+    bed.stop().await;
+}
+
 /// Three nodes behind HAProxy: convert, a power cut of every node survived on the
 /// checkpoints, an outage of HAProxy that starts no copy, the upgrade killed in each pivot
 /// and resumed, the

@@ -18,6 +18,8 @@ pub const CHECKPOINTER_IMAGE: &str = "selfhost.test/selfhost:e2e";
 /// Where a node keeps the checkpointer's static pod and its checkpoints.
 const CHECKPOINTER_MANIFEST: &str = "/etc/kubernetes/manifests/selfhost-checkpointer.yaml";
 const CHECKPOINTS: &str = "/etc/kubernetes/selfhost-checkpoints";
+/// Where a node keeps its API front's static pod.
+const FRONT_MANIFEST: &str = "/etc/kubernetes/manifests/selfhost-front.yaml";
 
 const COMPONENTS: [&str; 3] = [
     "kube-apiserver",
@@ -25,10 +27,29 @@ const COMPONENTS: [&str; 3] = [
     "kube-scheduler",
 ];
 
+/// The loopback addresses a node's kube-apiservers listen on behind its API front: of the
+/// node's own slot, so that beds side by side on this machine never share one.
+fn front_addresses(node: &BedNode) -> String {
+    let [_, _, slot, _] = node.address.octets();
+    format!("127.0.{slot}.201,127.0.{slot}.202")
+}
+
+/// Whether a conversion puts each node's API front before its kube-apiserver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fronts {
+    /// With the front, as `convert` does by default: only on a bed of one node, since the
+    /// bed's nodes share one network namespace and the DaemonSet's kube-apiservers would all
+    /// listen on one loopback address.
+    Behind,
+    /// `--no-front`.
+    Without,
+}
+
 /// Runs `selfhost convert <direction>` on every node in turn, as an operator does; each
 /// finishes with exit 0.
-async fn convert_each_node(bed: &TestBed, direction: &str) {
+async fn convert_each_node(bed: &TestBed, direction: &str, fronts: Fronts) {
     for node in bed.nodes() {
+        let addresses = front_addresses(node);
         // selfhost runs outside the node's filesystem, as from a container with the host
         // mounted: the paths are the node's, beneath its root.
         let root = node.root.display().to_string();
@@ -43,9 +64,16 @@ async fn convert_each_node(bed: &TestBed, direction: &str) {
             "/etc/kubernetes/manifests",
         ];
         if direction == "to-self-hosted" {
-            // The bed's nodes share one network namespace, so their kube-apiservers cannot
-            // all listen on the same loopback address behind fronts.
-            args.extend(["--checkpointer-image", CHECKPOINTER_IMAGE, "--no-front"]);
+            args.extend(["--checkpointer-image", CHECKPOINTER_IMAGE]);
+            match fronts {
+                Fronts::Behind => args.extend([
+                    "--front-image",
+                    CHECKPOINTER_IMAGE,
+                    "--front-addresses",
+                    &addresses,
+                ]),
+                Fronts::Without => args.push("--no-front"),
+            }
         }
         let run = selfhost_to_end(bed, &args).await;
         assert_eq!(
@@ -64,9 +92,26 @@ async fn convert_each_node(bed: &TestBed, direction: &str) {
     }
 }
 
-/// Converts every node of the bed to self-hosted; each component then has its DaemonSet.
+/// Converts every node of the bed to self-hosted without fronts; each component then has its
+/// DaemonSet.
 pub async fn convert_to_self_hosted(bed: &TestBed) {
-    convert_each_node(bed, "to-self-hosted").await;
+    convert_to_self_hosted_with(bed, Fronts::Without).await;
+}
+
+/// Converts every node of the bed to self-hosted, with or without the nodes' API fronts; each
+/// component then has its DaemonSet, and behind fronts each node runs its front.
+pub async fn convert_to_self_hosted_with(bed: &TestBed, fronts: Fronts) {
+    convert_each_node(bed, "to-self-hosted", fronts).await;
+    if fronts == Fronts::Behind {
+        let pods = kubectl(bed, &["-n", "kube-system", "get", "pods", "-o", "name"]);
+        for node in bed.nodes() {
+            assert!(
+                pods.contains(&format!("selfhost-front-{}", node.name)),
+                "{} runs its front: {pods}",
+                node.name
+            );
+        }
+    }
     let daemonsets = kubectl(
         bed,
         &["-n", "kube-system", "get", "daemonsets", "-o", "name"],
@@ -243,12 +288,17 @@ async fn control_plane_serves(bed: &TestBed, what: &str) {
 /// Converts every node back to static pods; the static control plane serves and no
 /// DaemonSet is left.
 pub async fn convert_to_static(bed: &TestBed) {
-    convert_each_node(bed, "to-static").await;
+    convert_each_node(bed, "to-static", Fronts::Without).await;
     control_plane_serves(bed, "the static control plane serves").await;
     for node in bed.nodes() {
         assert!(
             !node.path(CHECKPOINTER_MANIFEST).exists() && !node.path(CHECKPOINTS).exists(),
             "the checkpointer and its checkpoints are gone from {}",
+            node.name
+        );
+        assert!(
+            !node.path(FRONT_MANIFEST).exists(),
+            "the API front is gone from {}",
             node.name
         );
     }
@@ -586,4 +636,30 @@ pub async fn recover_without_checkpoints(bed: &mut TestBed) {
         controllers.as_secs_f64(),
         power_on.elapsed().as_secs_f64()
     );
+}
+
+/// `apply` to `target` with both probers running; returns the figures.
+pub async fn upgrade_probed(bed: &TestBed, target: &str) -> Figures {
+    let leaders = LeaderWatch::start(bed).await;
+    let probers = Probers::start(bed).await;
+    let run = selfhost_to_end(bed, &["apply", target, "--force"]).await;
+    let availability = probers.stop().await;
+    let leader_changes = leaders.stop().await;
+    assert_eq!(
+        run.code,
+        Some(0),
+        "apply {target}: {:?}\n{}",
+        run.result(),
+        run.stderr
+    );
+    assert_on(bed, target);
+    for line in run.step_seconds() {
+        println!("  {line}");
+    }
+    Figures {
+        wall: run.wall,
+        availability,
+        leader_changes,
+        api_requests: run.api_requests(),
+    }
 }

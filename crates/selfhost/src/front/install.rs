@@ -20,6 +20,7 @@ use selfhost_core::Component;
 use selfhost_core::command_line;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
+use selfhost_core::disruption::permits_port_sharing;
 use selfhost_core::front::{
     CLUSTER_CA_FILE, DEFAULT_SECURE_PORT, FRONT_ANNOTATION, FRONT_LABEL, FRONT_MANIFEST,
     FRONT_NAME, FrontLayout, FrontPod, LayoutError,
@@ -72,6 +73,16 @@ pub enum FrontInstallError {
         /// The bind address.
         bind: String,
     },
+    /// The kube-apiserver holds the wildcard address alone: a second socket on its port, even
+    /// on one address, is refused by the kernel until it permits port sharing.
+    #[error(
+        "the kube-apiserver DaemonSet listens on every address without \
+         --permit-port-sharing=true: the kernel would refuse the front a socket on the node's \
+         address beside it; run `selfhost apply` to the version the cluster runs first (the \
+         templates selfhost renders carry the flag, and its pivot rolls it in), then install \
+         the front; nothing was changed"
+    )]
+    NoPortSharing,
     /// The DaemonSet's front annotation, or the one asked for, cannot be used.
     #[error("{0}; nothing was changed")]
     Layout(#[from] LayoutError),
@@ -230,6 +241,13 @@ fn flag(ds: &DaemonSet, name: &str) -> Option<String> {
     command_line::template_flag(template, Component::ApiServer.name(), name)
 }
 
+/// Whether the DaemonSet's kube-apiserver lets other sockets share its port.
+fn shares_port(ds: &DaemonSet) -> bool {
+    ds.spec
+        .as_ref()
+        .is_some_and(|spec| permits_port_sharing(&spec.template, Component::ApiServer))
+}
+
 /// The node's first `InternalIP`.
 async fn node_ip(api: &kube::Client, node: &str) -> Result<IpAddr, FrontInstallError> {
     let nodes: Api<Node> = Api::all(api.clone());
@@ -264,11 +282,18 @@ pub async fn install(
     let ds = apiserver_daemonset(api).await?;
     let live_layout = FrontLayout::of_daemonset(&ds)?;
     let layout = live_layout.unwrap_or(request.layout);
-    if let Some(bind) = flag(&ds, "bind-address") {
-        let on_the_wildcard = bind.parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified());
-        if !on_the_wildcard && bind != layout.backend.to_string() {
+    let bind = flag(&ds, "bind-address");
+    let on_the_wildcard = bind
+        .as_deref()
+        .is_none_or(|b| b.parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified()));
+    match bind {
+        Some(bind) if !on_the_wildcard && bind != layout.backend.to_string() => {
             return Err(FrontInstallError::BoundToNode { bind });
         }
+        _ if on_the_wildcard && !shares_port(&ds) => {
+            return Err(FrontInstallError::NoPortSharing);
+        }
+        _ => {}
     }
     let port = flag(&ds, "secure-port")
         .and_then(|p| p.parse().ok())

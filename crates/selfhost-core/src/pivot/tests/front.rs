@@ -123,8 +123,11 @@ fn a_front_the_pivot_cannot_follow_is_refused_with_its_fix() {
             &["is not two IP addresses"],
         ),
         row(
-            "annotated, but the live pods still listen on every address",
-            annotated("127.0.0.1,127.0.0.2").at(1).build(),
+            "annotated, but the live pods hold every address alone (no port sharing)",
+            annotated("127.0.0.1,127.0.0.2")
+                .live_without_port_sharing()
+                .at(1)
+                .build(),
             front_target(ApiServer),
             "refuse",
             &[
@@ -204,6 +207,14 @@ fn on_one_node_behind_a_front_each_phase_decides_on_ready_alone() {
             phase_row(
                 "nothing yet",
                 World::steady(ApiServer, 1).behind_front().at(1),
+                "starting",
+                "create-backup",
+                &["127.0.0.2"],
+            ),
+            phase_row(
+                "marked behind the front, the live pods on every address with port sharing: \
+                 the pivot moves them",
+                World::steady(ApiServer, 1).marked_behind_front().at(1),
                 "starting",
                 "create-backup",
                 &["127.0.0.2"],
