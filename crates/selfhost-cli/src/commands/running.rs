@@ -169,7 +169,7 @@ fn brief(description: &str) -> String {
 /// live line shows what it still waits for.
 #[derive(Debug, Default)]
 pub struct StepLines {
-    /// Per component, the step and description of the last wait it showed.
+    /// Per component, the step and brief description of the last wait it showed.
     last_wait: HashMap<Component, (String, String)>,
 }
 
@@ -185,7 +185,9 @@ impl StepLines {
                 step,
                 description,
             } if description.starts_with(WAIT) => {
-                let wait = (step.clone(), description.clone());
+                // Compared as shown: a wait's explanation may change while what it waits
+                // for does not.
+                let wait = (step.clone(), brief(description));
                 if self.last_wait.get(component) == Some(&wait) {
                     return None;
                 }
@@ -421,7 +423,11 @@ mod tests {
                 "delete-old-pod",
                 "delete old pod b on cp-2",
             ),
-            step(Component::ApiServer, "wait-for-rollout", rollout),
+            step(
+                Component::ApiServer,
+                "wait-for-rollout",
+                &format!("{rollout}; now that every node runs a new pod"),
+            ),
             step(Component::Scheduler, "wait-for-rollout", rollout),
             step(
                 Component::ApiServer,
