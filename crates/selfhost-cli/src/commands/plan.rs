@@ -61,7 +61,7 @@ fn impact(api: &ApiImpact) -> String {
 /// `verbose`, what each check found and why each component's disruption is what it is.
 pub fn render_text(plan: &Plan, verbose: bool) -> String {
     let mut out = format!(
-        "Upgrade to {}\nTarget templates from {}.\n\nPreflight:\n",
+        "Upgrade to {}, the target templates from {}.\n\nPreflight:\n",
         plan.target_version, plan.template_source_description
     );
     let checks = &plan.preflight.checks;

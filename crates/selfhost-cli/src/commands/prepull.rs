@@ -21,7 +21,8 @@ use crate::progress::Progress;
 use crate::ui;
 
 /// Why the check did not run when it was not asked for, and how to run it.
-pub const NOT_REQUESTED: &str = "not run: pass --prepull to have every control-plane node pull the target images first (temporary DaemonSets in kube-system, removed afterwards)";
+pub const NOT_REQUESTED: &str =
+    "not run: --prepull has every control-plane node pull the target images first";
 /// Why the check did not run when other checks refused already.
 pub const OTHERS_FAILED: &str =
     "not run: other checks fail; fix them first, then run again with --prepull";
