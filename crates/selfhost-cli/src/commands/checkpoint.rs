@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{
     AgentArgs, CheckpointAction, CheckpointArgs, CheckpointInstallArgs, CheckpointRemoveArgs,
-    CheckpointerArgs, GlobalArgs, OutputFormat,
+    CheckpointerArgs, GlobalArgs,
 };
 use crate::exit::{CliError, Outcome};
 use crate::ui;
@@ -125,7 +125,7 @@ async fn run_agent(global: &GlobalArgs, args: &AgentArgs) -> Result<Outcome, Cli
             ),
             None => format!("{node}: {}: {}", round.component, round.step),
         };
-        crate::ui::say(line);
+        ui::say(line);
     };
     let result = checkpoint(
         &super::cluster::client_args(global),
