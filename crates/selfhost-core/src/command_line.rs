@@ -27,15 +27,41 @@ pub fn flag_value<'a>(command: &'a [String], name: &str) -> Option<&'a str> {
 /// The value of `--name` on the command line (command, then args) of the container named
 /// `container` in a template's pod spec, else of its first container.
 pub fn template_flag(template: &PodTemplateSpec, container: &str, name: &str) -> Option<String> {
-    let spec = template.spec.as_ref()?;
-    let main = spec
+    flag_value(&template_command_line(template, container), name).map(str::to_string)
+}
+
+/// The command line (command, then args) of the container named `container` in a template's
+/// pod spec, else of its first container; empty without either.
+pub fn template_command_line(template: &PodTemplateSpec, container: &str) -> Vec<String> {
+    let Some(spec) = template.spec.as_ref() else {
+        return Vec::new();
+    };
+    let Some(main) = spec
         .containers
         .iter()
         .find(|c| c.name == container)
-        .or_else(|| spec.containers.first())?;
+        .or_else(|| spec.containers.first())
+    else {
+        return Vec::new();
+    };
     let mut line = main.command.clone().unwrap_or_default();
     line.extend(main.args.clone().unwrap_or_default());
-    flag_value(&line, name).map(str::to_string)
+    line
+}
+
+/// The names of every `--name=value` or `--name` argument, without the dashes, in order.
+pub fn flag_names(command: &[String]) -> impl Iterator<Item = &str> {
+    command.iter().filter_map(|arg| flag_name(arg))
+}
+
+/// The values of every occurrence of `--name=value`, in order (a flag such as `--feature-gates`
+/// that merges its occurrences honours them all).
+pub fn flag_values<'a>(command: &'a [String], name: &'a str) -> impl Iterator<Item = &'a str> {
+    command.iter().filter_map(move |arg| {
+        (flag_name(arg) == Some(name))
+            .then(|| arg.split_once('=').map(|(_, value)| value))
+            .flatten()
+    })
 }
 
 /// Sets `--name=value`: the first occurrence is rewritten where it stands and any later

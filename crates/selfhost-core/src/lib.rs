@@ -21,6 +21,7 @@ pub mod pivot;
 pub mod preflight;
 pub mod prepull;
 pub mod recover;
+pub mod removals;
 pub mod render;
 pub mod report;
 pub mod rollout;

@@ -7,6 +7,7 @@
 
 mod api_fronts;
 mod checkpointers;
+mod flags;
 mod resumed_api;
 mod shape;
 #[cfg(test)]
@@ -14,6 +15,7 @@ mod tests;
 
 pub use api_fronts::api_fronts_check;
 pub use checkpointers::checkpointers_check;
+pub use flags::{flags_and_gates, flags_and_gates_clean};
 
 use std::collections::BTreeMap;
 
@@ -53,6 +55,9 @@ pub struct PreflightTarget {
     pub version: KubeVersion,
     /// The rendered target template per component.
     pub templates: BTreeMap<Component, PodTemplateSpec>,
+    /// Where an operator changes what the target templates carry, when they are rendered from
+    /// a kubeadm configuration (e.g. its `extraArgs`); `None`: in each live DaemonSet.
+    pub templates_edited_in: Option<String>,
     /// The skew flags; `force` also lets a foreign backup be taken over.
     pub flags: SkewFlags,
     /// `--accept-downtime`.
@@ -92,6 +97,9 @@ pub enum CheckId {
     /// Where the kube-apiserver listens behind the nodes' API fronts, every control-plane node
     /// runs its front (see `preflight/api_fronts.rs`).
     ApiFronts,
+    /// No target template carries a flag or feature gate the target release removed or
+    /// locked (see `preflight/flags.rs`).
+    FlagsAndGates,
 }
 
 impl CheckId {
@@ -109,6 +117,7 @@ impl CheckId {
             CheckId::ImagesPullable => "images-pullable",
             CheckId::Checkpointers => "checkpointers",
             CheckId::ApiFronts => "api-fronts",
+            CheckId::FlagsAndGates => "flags-and-gates",
         }
     }
 }
@@ -197,6 +206,7 @@ pub fn preflight(cluster: &ClusterObservation, target: &PreflightTarget) -> Pref
         backup(&mut report, cluster, target, component);
     }
     version_skew(&mut report, cluster, target);
+    flags::check(&mut report, cluster, target);
     for component in Component::ALL {
         disruption(&mut report, cluster, target, component);
     }

@@ -3,8 +3,9 @@
 //!    lower bound its pod latencies allow, and the API requests it makes per component;
 //! 2. the engine next to kubeadm's algorithm (the reference in `tests/reference/kubeadm.rs`,
 //!    for comparison only) on identical clusters as kubeadm built them, under the measured
-//!    hand-over model: wall time, API requests, failed probes, the longest time without a
-//!    successful read, and the controller-manager's and scheduler's leaderless stretches;
+//!    hand-over model, and the engine behind an API front per node as `convert` builds it:
+//!    wall time, API requests, failed probes of each kind of client, the longest time without
+//!    a successful read, and the controller-manager's and scheduler's leaderless stretches;
 //! 3. the real-process bed's lifecycle scenarios (killed and resumed, two rollbacks) on the
 //!    simulator, with a prober of each kind of client.
 //!
@@ -36,6 +37,9 @@ mod lifecycle;
 /// One run's timeline, simulator and engine merged (`-- profile N`).
 #[path = "upgrade/profile.rs"]
 mod profile;
+/// Simulated clusters with an API front on every node, as the binary's `demo` builds them.
+#[path = "../../selfhost-cli/src/commands/sim_front.rs"]
+mod sim_front;
 /// The side-by-side harness shared with the tests.
 #[path = "../tests/reference/versus.rs"]
 mod versus;
@@ -192,6 +196,18 @@ async fn versus(nodes: usize, tool: Tool) -> Cost {
     cost
 }
 
+/// One upgrade by the engine on a fresh cluster of `nodes` as `convert to-self-hosted` builds
+/// it: an API front on every node before kube-apiservers on loopback ports of their own.
+async fn behind_fronts(nodes: usize) -> Cost {
+    let builder = sim_front::with_front(versus::measured_builder(nodes, SCALE), SCALE)
+        .expect("the front renders");
+    let sim = builder.start().await.expect("cluster starts");
+    versus::until_led(&sim).await;
+    let cost = versus::upgrade(&sim, Tool::Selfhost, SCALE).await;
+    sim.shutdown().await;
+    cost
+}
+
 fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
 }
@@ -220,17 +236,19 @@ fn ratio(theirs: f64, ours: f64) -> String {
 fn kubeadm_table(runtime: &tokio::runtime::Runtime) {
     println!();
     println!(
-        "selfhost vs kubeadm's algorithm (reference), measured hand-over model, clusters as \
-         kubeadm built them, simulated latencies / {SCALE}, one run each"
+        "selfhost vs kubeadm's algorithm (reference), measured hand-over model, simulated \
+         latencies / {SCALE}, one run each; \"front\": selfhost behind an API front per node as \
+         convert builds it, the other two on clusters as kubeadm built them"
     );
     println!(
-        "{:>5} {:<9} {:>7} {:>8} {:>13} {:>8} {:>10} {:>11} {:>13} {:<22} {:<22}",
+        "{:>5} {:<9} {:>7} {:>8} {:>15} {:>8} {:>15} {:>10} {:>11} {:>11} {:<22} {:<22}",
         "nodes",
         "tool",
         "wall",
         "requests",
-        "failed probes",
+        "keep-alive",
         "replayed",
+        "new conn",
         "read fails",
         "longest gap",
         "leaderless",
@@ -238,15 +256,17 @@ fn kubeadm_table(runtime: &tokio::runtime::Runtime) {
         "scheduler"
     );
     for nodes in [1, 3, 5] {
+        let front = runtime.block_on(behind_fronts(nodes));
         let ours = runtime.block_on(versus(nodes, Tool::Selfhost));
         let theirs = runtime.block_on(versus(nodes, Tool::Kubeadm));
-        for (name, cost) in [("selfhost", &ours), ("kubeadm", &theirs)] {
+        for (name, cost) in [("front", &front), ("selfhost", &ours), ("kubeadm", &theirs)] {
             println!(
-                "{nodes:>5} {name:<9} {:>7} {:>8} {:>13} {:>8} {:>10} {:>11} {:>13} {:<22} {:<22}",
+                "{nodes:>5} {name:<9} {:>7} {:>8} {:>15} {:>8} {:>15} {:>10} {:>11} {:>11} {:<22} {:<22}",
                 secs(cost.wall),
                 cost.requests,
                 format!("{}/{}", cost.failed(), cost.attempts()),
                 cost.probes.replayed(),
+                format!("{}/{}", cost.fresh_failed(), cost.fresh_attempts()),
                 format!("{}ms", cost.failing_time().as_millis()),
                 secs(cost.longest_gap()),
                 secs(cost.total_leaderless()),
@@ -255,12 +275,13 @@ fn kubeadm_table(runtime: &tokio::runtime::Runtime) {
             );
         }
         println!(
-            "{nodes:>5} {:<9} {:>7} {:>8} {:>13} {:>8} {:>10} {:>11} {:>13}",
+            "{nodes:>5} {:<9} {:>7} {:>8} {:>15} {:>8} {:>15} {:>10} {:>11} {:>11}",
             "ratio",
             ratio(theirs.wall.as_secs_f64(), ours.wall.as_secs_f64()),
             ratio(theirs.requests as f64, ours.requests as f64),
             ratio(theirs.failed() as f64, ours.failed() as f64),
             "",
+            ratio(theirs.fresh_failed() as f64, ours.fresh_failed() as f64),
             ratio(
                 theirs.failing_time().as_secs_f64(),
                 ours.failing_time().as_secs_f64()
@@ -276,9 +297,11 @@ fn kubeadm_table(runtime: &tokio::runtime::Runtime) {
         );
     }
     println!(
-        "(ratio: kubeadm's figure divided by selfhost's; replayed: probes the prober's transport \
-         sent again, as Go's does, after a server closed a reused connection before answering — \
-         not failures)"
+        "(keep-alive and new conn: failed of attempted probes of each kind of client; ratio: \
+         kubeadm's figure divided by selfhost's on the same kubeadm-built cluster; replayed: \
+         keep-alive probes the prober's transport sent again, as Go's does, after a server \
+         closed a reused connection before answering — not failures; read fails and longest \
+         gap: the keep-alive prober's)"
     );
 }
 

@@ -181,6 +181,10 @@ pub async fn make_plan(
         &PreflightTarget {
             version: request.version.clone(),
             templates: targets.templates.clone(),
+            templates_edited_in: match targets.source {
+                TemplateSource::LiveTemplates => None,
+                ref configured => Some(configured.to_string()),
+            },
             flags: request.flags,
             accept_downtime: request.accept_downtime,
             supported: SUPPORTED_VERSIONS,

@@ -106,7 +106,8 @@ pub fn render_text(plan: &Plan, verbose: bool) -> String {
             out.push_str(&format!("        fix: {fix}\n"));
         }
     }
-    out.push_str("\nComponents:\n");
+    // The table's own header names it.
+    out.push('\n');
     let rows: Vec<Vec<String>> = plan
         .components
         .iter()

@@ -6,7 +6,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use selfhost_sim::bootstrap::BootstrapMode;
@@ -321,4 +321,114 @@ async fn an_apiserver_shutting_down_delays_the_plan_and_does_not_refuse_it() {
         .expect("joined")
         .expect("waited");
     assert_eq!(status.code(), Some(0), "the plan proceeds: {seen:#?}");
+}
+
+/// Waits until `name` has rolled its template out to every node.
+async fn rolled_out(sim: &SimCluster, name: &str) {
+    let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let ds = daemonsets.get(name).await.expect("the DaemonSet");
+        let generation = ds.metadata.generation;
+        let status = ds.status.unwrap_or_default();
+        if status.observed_generation == generation
+            && status.desired_number_scheduled > 0
+            && status.updated_number_scheduled == Some(status.desired_number_scheduled)
+            && status.number_ready == status.desired_number_scheduled
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} never rolled out: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flag_the_target_no_longer_accepts_is_refused_by_name_before_any_change() {
+    let sim = cluster(1).await;
+
+    // Only the live DaemonSet has it: the target, rendered from the kubeadm configuration,
+    // drops it, which is worth a warning and no refusal.
+    let daemonsets: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
+    let name = "self-hosted-kube-apiserver";
+    // The cluster as built with the flag: the rollout that puts it there is not the test's.
+    sim.set_self_hosting_model(false);
+    let mut ds = daemonsets.get(name).await.expect("the DaemonSet");
+    let spec = ds
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+        .expect("a pod spec");
+    let container = spec.containers.first_mut().expect("a container");
+    container
+        .command
+        .get_or_insert_with(Vec::new)
+        .push("--insecure-port=0".into());
+    daemonsets
+        .replace(name, &Default::default(), &ds)
+        .await
+        .expect("replaced");
+    rolled_out(&sim, name).await;
+    sim.set_self_hosting_model(true);
+    let plan = selfhost(&sim, &["plan", "v1.34.0"]).await;
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
+    assert!(
+        text(&plan).contains(
+            "WARN  flags-and-gates (kube-apiserver): the live template's --insecure-port is not \
+             in the target template, so the upgrade drops it"
+        ),
+        "{}",
+        text(&plan)
+    );
+
+    // The kubeadm configuration asks for it: the target would not start.
+    let config_maps: Api<ConfigMap> = Api::namespaced(sim.client(), "kube-system");
+    let mut config = config_maps
+        .get("kubeadm-config")
+        .await
+        .expect("kubeadm-config");
+    let data = config.data.get_or_insert_with(Default::default);
+    let cluster_configuration = data.entry("ClusterConfiguration".into()).or_default();
+    cluster_configuration
+        .push_str("apiServer:\n  extraArgs:\n  - name: insecure-port\n    value: \"0\"\n");
+    config_maps
+        .replace("kubeadm-config", &Default::default(), &config)
+        .await
+        .expect("replaced");
+
+    let plan = selfhost(&sim, &["plan", "v1.34.0"]).await;
+    assert_eq!(plan.status.code(), Some(3), "{}", text(&plan));
+    for phrase in [
+        "FAIL  flags-and-gates (kube-apiserver): refused by v1.34: --insecure-port was removed \
+         in v1.24",
+        "fix: edit the cluster's kubeadm configuration (ConfigMap kube-system/kubeadm-config), \
+         kube-apiserver's extraArgs: drop --insecure-port",
+        "apply would refuse",
+    ] {
+        assert!(
+            text(&plan).contains(phrase),
+            "{phrase:?} in {}",
+            text(&plan)
+        );
+    }
+    let json = selfhost(&sim, &["-o", "json", "plan", "v1.34.0"]).await;
+    let report: serde_json::Value =
+        serde_json::from_slice(&json.stdout).expect("plan -o json prints one document");
+    let refused: Vec<&serde_json::Value> = report["preflight"]["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["id"] == "flags-and-gates" && c["verdict"] == "fail")
+        .collect();
+    assert_eq!(refused.len(), 1, "{report:#}");
+    assert_eq!(refused[0]["component"], "kube-apiserver");
+
+    let before = snapshot(&sim).await;
+    let apply = selfhost(&sim, &["apply", "v1.34.0", "--yes"]).await;
+    assert_eq!(apply.status.code(), Some(3), "{}", text(&apply));
+    assert!(text(&apply).contains("--insecure-port"), "{}", text(&apply));
+    assert_unchanged(&before, &snapshot(&sim).await);
 }

@@ -226,6 +226,7 @@ mod tests {
                 .into_iter()
                 .map(|c| (c, template(c, NEW, true)))
                 .collect(),
+            templates_edited_in: None,
             flags: SkewFlags {
                 force,
                 ..SkewFlags::default()

@@ -34,6 +34,7 @@ fn target_to(v: &str) -> PreflightTarget {
             .into_iter()
             .map(|c| (c, template(c, v, true)))
             .collect(),
+        templates_edited_in: None,
         flags: SkewFlags::default(),
         accept_downtime: false,
         supported: SUPPORTED_VERSIONS,
@@ -65,6 +66,7 @@ fn a_healthy_cluster_passes_every_check() {
         "nodes-ready",
         "version-skew",
         "expected-disruption",
+        "flags-and-gates",
     ] {
         assert!(ids.contains(&id), "{id} missing from {ids:?}");
     }
@@ -544,4 +546,127 @@ fn a_restarting_pod_of_a_later_component_is_waited_for_in_a_run_under_way() {
     };
     let (verdict, _) = converged(&preflight(&cluster(3, no_run), &target_to(NEW)));
     assert_eq!(verdict, Verdict::Fail);
+}
+
+/// `target` with `args` added to `component`'s container.
+fn with_args(mut target: PreflightTarget, component: Component, args: &[&str]) -> PreflightTarget {
+    let template = target
+        .templates
+        .get_mut(&component)
+        .expect("every component");
+    let spec = template.spec.as_mut().expect("a pod spec");
+    let container = spec.containers.first_mut().expect("a container");
+    container
+        .command
+        .get_or_insert_with(Vec::new)
+        .extend(args.iter().map(|a| a.to_string()));
+    target
+}
+
+#[test]
+fn a_target_template_the_target_release_would_not_start_is_refused_by_name() {
+    let target = with_args(target_to(NEW), Component::ApiServer, &["--insecure-port=0"]);
+    let target = with_args(
+        target,
+        Component::Scheduler,
+        &["--feature-gates=ServerSideApply=true,SidecarContainers=true"],
+    );
+    let report = preflight(&cluster(3, |_, w| w), &target);
+    assert!(!report.allows());
+    let found: Vec<(Verdict, Option<Component>, String)> = report
+        .checks
+        .iter()
+        .filter(|c| c.id == CheckId::FlagsAndGates)
+        .map(|c| {
+            (
+                c.verdict,
+                c.component,
+                format!("{} | {}", c.message, c.fix.clone().unwrap_or_default()),
+            )
+        })
+        .collect();
+    assert_eq!(found.len(), 3, "{found:#?}");
+    let (verdict, component, text) = &found[0];
+    assert_eq!(
+        (*verdict, *component),
+        (Verdict::Fail, Some(Component::ApiServer))
+    );
+    for phrase in [
+        "--insecure-port was removed in v1.24",
+        "; instead: nothing, the insecure port is gone",
+        "edit the DaemonSet kube-system/self-hosted-kube-apiserver: drop --insecure-port",
+        "source: kubernetes/kubernetes#",
+    ] {
+        assert!(text.contains(phrase), "{phrase:?} not in {text}");
+    }
+    assert_eq!(
+        (found[1].0, found[1].1),
+        (Verdict::Fail, Some(Component::Scheduler))
+    );
+    assert!(
+        found[1]
+            .2
+            .contains("feature gate ServerSideApply was removed in v1.32"),
+        "{}",
+        found[1].2
+    );
+    assert_eq!(
+        (found[2].0, found[2].1),
+        (Verdict::Warn, Some(Component::Scheduler))
+    );
+    assert!(
+        found[2].2.contains("SidecarContainers is locked to true"),
+        "{}",
+        found[2].2
+    );
+}
+
+#[test]
+fn a_target_newer_than_the_tables_of_removals_is_warned_about() {
+    let beyond = crate::removals::NEWEST_KNOWN.next();
+    let check = flags_and_gates_clean(beyond, 3);
+    assert_eq!(check.verdict, Verdict::Warn);
+    assert!(
+        check.message.contains("known up to v1.35 only"),
+        "{}",
+        check.message
+    );
+    let check = flags_and_gates_clean(crate::version::MinorVersion::new(1, 34), 3);
+    assert_eq!(check.verdict, Verdict::Pass);
+}
+
+#[test]
+fn a_removed_flag_only_the_live_template_carries_is_a_warning_that_the_upgrade_drops_it() {
+    let cluster = cluster(3, |c, mut w| {
+        if c == Component::ApiServer {
+            let template = &mut w.real_mut().template;
+            let spec = template.spec.as_mut().expect("a pod spec");
+            spec.containers[0]
+                .command
+                .get_or_insert_with(Vec::new)
+                .push("--insecure-port=0".into());
+        }
+        w
+    });
+    let report = preflight(&cluster, &target_to(NEW));
+    assert!(report.allows(), "{:?}", failures(&report));
+    let warned: Vec<&Check> = report
+        .checks
+        .iter()
+        .filter(|c| c.id == CheckId::FlagsAndGates)
+        .collect();
+    let [warning] = warned.as_slice() else {
+        panic!("{warned:#?}")
+    };
+    assert_eq!(
+        (warning.verdict, warning.component),
+        (Verdict::Warn, Some(Component::ApiServer))
+    );
+    assert!(
+        warning
+            .message
+            .starts_with("the live template's --insecure-port is not in the target template, so the upgrade drops it"),
+        "{}",
+        warning.message
+    );
 }

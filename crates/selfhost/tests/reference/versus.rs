@@ -1,8 +1,9 @@
 //! The side-by-side harness of the tests and the benchmarks: an upgrade of a simulated
 //! self-hosted cluster by selfhost's engine or by kubeadm's algorithm (the reference in
-//! `kubeadm.rs`), measured the same way — wall time, the API requests the tool made, what a
-//! prober saw (a read every 10 ms, a write every 50 ms) and how long the controller-manager
-//! and the scheduler went without a leader. Included by `#[path]` next to `kubeadm.rs` (as
+//! `kubeadm.rs`), measured the same way — wall time, the API requests the tool made, what two
+//! probers saw (a read every 10 ms, a write every 50 ms; one on keep-alive connections, one
+//! opening a new connection per request) and how long the controller-manager and the
+//! scheduler went without a leader. Included by `#[path]` next to `kubeadm.rs` (as
 //! `kubeadm_reference`); not product code.
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)] // each target uses a part; a harness panics on a broken run
@@ -23,7 +24,9 @@ use selfhost::{PlanRequest, make_plan};
 use selfhost_core::skew::SkewFlags;
 use selfhost_core::{Component, KubeVersion};
 use selfhost_sim::bootstrap::BootstrapMode;
-use selfhost_sim::cluster::{Handovers, Leadership, ProbeReport, ProberOptions, Role};
+use selfhost_sim::cluster::{
+    Connections, Handovers, Leadership, ProbeReport, ProberOptions, Role, SimClusterBuilder,
+};
 use selfhost_sim::{SimCluster, SimTimings};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -55,14 +58,26 @@ pub struct Cost {
     pub wall: Duration,
     /// HTTP requests the tool made (the prober's are not counted).
     pub requests: u64,
-    /// What the prober saw, from the tool's start until the upgrade settled.
+    /// What the keep-alive prober saw, from the tool's start until the upgrade settled.
     pub probes: ProbeReport,
+    /// What the prober opening a new connection per request saw over the same time.
+    pub fresh: ProbeReport,
     /// The leaderless stretches per role over the same time.
     pub leaderless: Vec<(Role, Vec<Duration>)>,
 }
 
 impl Cost {
-    /// Failed reads and writes.
+    /// Failed reads and writes of the prober opening a new connection per request.
+    pub fn fresh_failed(&self) -> usize {
+        self.fresh.reads.failures() + self.fresh.writes.failures()
+    }
+
+    /// Reads and writes the prober opening a new connection per request attempted.
+    pub fn fresh_attempts(&self) -> usize {
+        self.fresh.reads.attempts() + self.fresh.writes.attempts()
+    }
+
+    /// Failed reads and writes of the keep-alive prober.
     pub fn failed(&self) -> usize {
         self.probes.reads.failures() + self.probes.writes.failures()
     }
@@ -147,6 +162,14 @@ pub async fn kubeadm_built_cluster(nodes: usize, scale: u32) -> SimCluster {
 /// latencies `scale` times faster than real ones and the measured hand-over model, as
 /// selfhost builds it.
 pub async fn measured_cluster(nodes: usize, scale: u32) -> SimCluster {
+    measured_builder(nodes, scale)
+        .start()
+        .await
+        .expect("cluster starts")
+}
+
+/// The builder of [`measured_cluster`], for a caller that adds to it (an API front).
+pub fn measured_builder(nodes: usize, scale: u32) -> SimClusterBuilder {
     SimCluster::builder()
         .control_plane_nodes(nodes)
         .version(FROM)
@@ -154,9 +177,6 @@ pub async fn measured_cluster(nodes: usize, scale: u32) -> SimCluster {
         .port_sharing(true)
         .timings(SimTimings::scaled(scale))
         .handovers(Handovers::measured())
-        .start()
-        .await
-        .expect("cluster starts")
 }
 
 /// Makes the cluster's apiserver the one kubeadm built — without the graceful-shutdown flags
@@ -222,11 +242,21 @@ pub async fn until_led(sim: &SimCluster) {
 }
 
 /// The prober of the end-to-end tests: an object read every 10 ms (not `/readyz`, which an
-/// apiserver in its shutdown delay fails on purpose while it serves), a write every 50 ms.
+/// apiserver in its shutdown delay fails on purpose while it serves), a write every 50 ms, on
+/// keep-alive connections.
 pub fn prober_options() -> ProberOptions {
     ProberOptions {
         read_path: "/api/v1/namespaces/kube-system".into(),
         ..ProberOptions::default()
+    }
+}
+
+/// The same prober opening a new connection per request, writing a ConfigMap of its own.
+pub fn fresh_prober_options() -> ProberOptions {
+    ProberOptions {
+        connections: Connections::NewPerRequest,
+        config_map: "selfhost-fresh-prober".into(),
+        ..prober_options()
     }
 }
 
@@ -295,6 +325,7 @@ pub async fn upgrade(sim: &SimCluster, tool: Tool, scale: u32) -> Cost {
         Tool::Selfhost => Vec::new(),
     };
     let prober = sim.prober(prober_options()).await.expect("prober");
+    let fresh_prober = sim.prober(fresh_prober_options()).await.expect("prober");
     let before = tool_requests(sim);
     let started = Instant::now();
     match tool {
@@ -334,12 +365,14 @@ pub async fn upgrade(sim: &SimCluster, tool: Tool, scale: u32) -> Cost {
     settled(sim).await;
     let ended = Instant::now();
     let probes = prober.stop().await;
+    let fresh = fresh_prober.stop().await;
     assert_upgraded(sim, tool).await;
     let leaderless = leaderless(sim, started, ended);
     Cost {
         wall,
         requests,
         probes,
+        fresh,
         leaderless,
     }
 }
