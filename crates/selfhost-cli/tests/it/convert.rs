@@ -306,6 +306,27 @@ async fn bad_input_exits_2_or_3_and_changes_nothing() {
         std::fs::write(unadvertised.join(file), text).expect("write");
     }
     let unadvertised = unadvertised.display().to_string();
+    // The release this kube-apiserver runs removed --insecure-port: the converted pod would
+    // never start.
+    let refused_flag = scratch.path().join("refused-flag");
+    std::fs::create_dir(&refused_flag).expect("dir");
+    for file in MANIFESTS {
+        let text = std::fs::read_to_string(dir.join(file)).expect("read");
+        let text = if file == "kube-apiserver.yaml" {
+            text.lines()
+                .map(|l| match l.find("--advertise-address") {
+                    Some(at) if l.trim_start().starts_with('-') => {
+                        format!("{}--insecure-port=0\n{l}\n", &l[..at])
+                    }
+                    _ => format!("{l}\n"),
+                })
+                .collect()
+        } else {
+            text
+        };
+        std::fs::write(refused_flag.join(file), text).expect("write");
+    }
+    let refused_flag = refused_flag.display().to_string();
 
     let case = |what, direction, node, manifests: &str, more: &[&str], code, message| BadInput {
         what,
@@ -425,6 +446,15 @@ async fn bad_input_exits_2_or_3_and_changes_nothing() {
             yes,
             3,
             "has no --advertise-address, so the node's API address to put the front on is unknown",
+        ),
+        case(
+            "a kube-apiserver whose release refuses one of its flags",
+            "to-self-hosted",
+            "cp-1",
+            &refused_flag,
+            yes,
+            3,
+            "--insecure-port was removed in v1.24",
         ),
         case(
             "a configuration file that does not exist",

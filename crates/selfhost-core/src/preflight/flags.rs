@@ -38,7 +38,7 @@ pub fn flags_and_gates(
                 },
                 finding.source()
             ),
-            fix: Some(format!("edit {origin}: {}; then plan again", finding.fix())),
+            fix: Some(format!("edit {origin}: {}", finding.fix())),
         })
         .collect()
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use selfhost_core::Component;
@@ -13,6 +13,8 @@ use selfhost_core::conversion::decide::{
 };
 use selfhost_core::conversion::{permits_port_sharing, secret_files, self_hosted_daemonset};
 use selfhost_core::daemonset::DaemonSetOptions;
+use selfhost_core::preflight::{Verdict, flags_and_gates};
+use selfhost_core::version::image_version;
 use serde::Serialize;
 
 use super::config::{ConfigSource, disagreements, resolve};
@@ -143,6 +145,17 @@ pub async fn plan(
             }
             _ => None,
         };
+        let origin = match request.direction {
+            Direction::ToSelfHosted => format!(
+                "the static pod manifest {}",
+                files.manifest_path(component).display()
+            ),
+            Direction::ToStatic => {
+                format!("the DaemonSet kube-system/{}", component.daemonset_name())
+            }
+        };
+        let front_refusal =
+            front_refusal.or_else(|| flags_refusal(component, running.as_ref(), &origin));
         let (action, detail) = match (&first, front_refusal) {
             (ConvertStep::Done { .. }, _) => ("skip", first.to_string()),
             (_, Some(why)) => ("refuse", why),
@@ -169,6 +182,30 @@ pub async fn plan(
         config_source,
         components,
     })
+}
+
+/// Why `component` cannot be converted when what runs carries a flag or feature gate its own
+/// release refuses: the converted pod would never start (see [`flags_and_gates`]).
+fn flags_refusal(component: Component, running: Option<&Pod>, origin: &str) -> Option<String> {
+    let spec = running?.spec.clone()?;
+    let image = spec
+        .containers
+        .iter()
+        .find(|c| c.name == component.name())
+        .or(spec.containers.first())?
+        .image
+        .clone()?;
+    let version = image_version(&image)?.minor_version();
+    let template = PodTemplateSpec {
+        metadata: None,
+        spec: Some(spec),
+    };
+    let refused: Vec<String> = flags_and_gates(component, &template, version, origin)
+        .into_iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .map(|c| format!("{} (fix: {})", c.message, c.fix.unwrap_or_default()))
+        .collect();
+    (!refused.is_empty()).then(|| refused.join("; "))
 }
 
 /// The first decision for `component`. A node already where the run leads may still be
