@@ -103,7 +103,9 @@ async fn plan_lists_the_check_as_not_run_and_says_how_to_run_it() {
         text(&out.stderr)
     );
     assert!(
-        stdout.contains("SKIP  images-pullable: not run: pass --prepull"),
+        stdout.contains(
+            "SKIP  images-pullable: not run: --prepull has every control-plane node pull"
+        ),
         "{stdout}"
     );
     assert_eq!(leftovers(&sim).await, Vec::<String>::new());
