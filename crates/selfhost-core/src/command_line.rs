@@ -5,7 +5,7 @@
 //! rollout) and silently dropped arguments without `=`. These helpers edit the list in place:
 //! everything they do not touch keeps its position, so the result is deterministic.
 
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 
 /// The name of a `--name=value` or `--name` argument, without the dashes.
 fn flag_name(arg: &str) -> Option<&str> {
@@ -33,20 +33,25 @@ pub fn template_flag(template: &PodTemplateSpec, container: &str, name: &str) ->
 /// The command line (command, then args) of the container named `container` in a template's
 /// pod spec, else of its first container; empty without either.
 pub fn template_command_line(template: &PodTemplateSpec, container: &str) -> Vec<String> {
-    let Some(spec) = template.spec.as_ref() else {
-        return Vec::new();
-    };
-    let Some(main) = spec
-        .containers
-        .iter()
-        .find(|c| c.name == container)
-        .or_else(|| spec.containers.first())
+    let Some(main) = template
+        .spec
+        .as_ref()
+        .and_then(|spec| main_container(spec, container))
     else {
         return Vec::new();
     };
     let mut line = main.command.clone().unwrap_or_default();
     line.extend(main.args.clone().unwrap_or_default());
     line
+}
+
+/// The container named `container` in a pod spec, else its first: a control-plane pod's
+/// component runs in the one named after it.
+pub fn main_container<'a>(spec: &'a PodSpec, container: &str) -> Option<&'a Container> {
+    spec.containers
+        .iter()
+        .find(|c| c.name == container)
+        .or_else(|| spec.containers.first())
 }
 
 /// The names of every `--name=value` or `--name` argument, without the dashes, in order.

@@ -441,11 +441,7 @@ fn duration_ms(duration: Duration) -> u64 {
 
 /// The component's container in a template: the one named after it, else the first.
 fn main_container(template: &PodTemplateSpec, component: Component) -> Option<&Container> {
-    let spec = template.spec.as_ref()?;
-    spec.containers
-        .iter()
-        .find(|c| c.name == component.name())
-        .or_else(|| spec.containers.first())
+    command_line::main_container(template.spec.as_ref()?, component.name())
 }
 
 /// Whether the template's component runs with `--permit-port-sharing=true` (in its command

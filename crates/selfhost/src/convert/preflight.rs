@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use selfhost_core::Component;
+use selfhost_core::command_line::main_container;
 use selfhost_core::conversion::decide::{
     ConvertStep, Direction, Mode, awaits_only_the_cluster, next_step,
 };
@@ -145,17 +146,18 @@ pub async fn plan(
             }
             _ => None,
         };
-        let origin = match request.direction {
-            Direction::ToSelfHosted => format!(
-                "the static pod manifest {}",
-                files.manifest_path(component).display()
-            ),
-            Direction::ToStatic => {
-                format!("the DaemonSet kube-system/{}", component.daemonset_name())
-            }
-        };
-        let front_refusal =
-            front_refusal.or_else(|| flags_refusal(component, running.as_ref(), &origin));
+        let front_refusal = front_refusal.or_else(|| {
+            let origin = match request.direction {
+                Direction::ToSelfHosted => format!(
+                    "the static pod manifest {}",
+                    files.manifest_path(component).display()
+                ),
+                Direction::ToStatic => {
+                    format!("the DaemonSet kube-system/{}", component.daemonset_name())
+                }
+            };
+            flags_refusal(component, running.as_ref(), &origin)
+        });
         let (action, detail) = match (&first, front_refusal) {
             (ConvertStep::Done { .. }, _) => ("skip", first.to_string()),
             (_, Some(why)) => ("refuse", why),
@@ -188,14 +190,8 @@ pub async fn plan(
 /// release refuses: the converted pod would never start (see [`flags_and_gates`]).
 fn flags_refusal(component: Component, running: Option<&Pod>, origin: &str) -> Option<String> {
     let spec = running?.spec.clone()?;
-    let image = spec
-        .containers
-        .iter()
-        .find(|c| c.name == component.name())
-        .or(spec.containers.first())?
-        .image
-        .clone()?;
-    let version = image_version(&image)?.minor_version();
+    let image = main_container(&spec, component.name())?.image.as_deref()?;
+    let version = image_version(image)?.minor_version();
     let template = PodTemplateSpec {
         metadata: None,
         spec: Some(spec),
