@@ -106,8 +106,8 @@ impl LastConnection {
 }
 
 /// Who caught the connection of `last`, by the server's log; when no connection was
-/// established (reset before its TLS handshake ended), by the connections dialled during the
-/// attempt that never carried a request (`dialled`): all of them must have gone to the same
+/// established (reset before its TLS handshake ended), by the connections the attempt itself
+/// dialled that never carried a request (`dialled`): all of them must have gone to the same
 /// place to say where.
 pub(super) fn caught_by(
     log: Option<&ConnectionLog>,
@@ -135,14 +135,14 @@ pub(super) fn caught_by(
         .collect();
     match caught.split_first() {
         None => CaughtBy::Unknown {
-            why: "no connection was established, and the server noted none dialled during the \
-                  attempt"
+            why: "no connection was established, and the server noted none the attempt \
+                  dialled"
                 .into(),
         },
         Some((first, rest)) if rest.iter().all(|c| c == first) => first.clone(),
         Some(_) => CaughtBy::Unknown {
             why: format!(
-                "no connection was established, and those dialled during the attempt went to \
+                "no connection was established, and those the attempt dialled went to \
                  different places: {}",
                 caught
                     .iter()

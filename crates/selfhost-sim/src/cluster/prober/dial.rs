@@ -14,16 +14,31 @@ use std::task::{Context, Poll};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube::client::ConfigExt;
 use tokio::net::{TcpSocket, TcpStream};
-use tokio::time::Instant;
 use tower::{BoxError, ServiceBuilder};
 
 use super::Connections;
 
-/// One dial: the local address, noted when the socket was bound, and when.
+/// One probe attempt, as its dials know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct AttemptId(pub(super) u64);
+
+tokio::task_local! {
+    /// The attempt whose future is being polled: the reads and the writes share one client,
+    /// so a dial made while one attempt waits belongs to it only if it says so.
+    static ATTEMPT: AttemptId;
+}
+
+/// Runs `attempt` as `id`: every dial its future makes is noted as made by it.
+pub(super) async fn as_attempt<F: Future>(id: AttemptId, attempt: F) -> F::Output {
+    ATTEMPT.scope(id, attempt).await
+}
+
+/// One dial: the local address, noted when the socket was bound, and the attempt that made
+/// it (none when the client dialled from a task of its own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Dial {
     pub(super) local: SocketAddr,
-    pub(super) at: Instant,
+    pub(super) by: Option<AttemptId>,
 }
 
 /// Every dial so far, oldest first.
@@ -35,16 +50,16 @@ impl Dials {
         let mut dials = self.0.lock().unwrap_or_else(|e| e.into_inner());
         dials.push(Dial {
             local,
-            at: Instant::now(),
+            by: ATTEMPT.try_with(|id| *id).ok(),
         });
     }
 
-    /// The dials made between `from` and `to`.
-    pub(super) fn between(&self, from: Instant, to: Instant) -> Vec<Dial> {
+    /// The dials `attempt` made.
+    pub(super) fn by(&self, attempt: AttemptId) -> Vec<Dial> {
         let dials = self.0.lock().unwrap_or_else(|e| e.into_inner());
         dials
             .iter()
-            .filter(|d| d.at >= from && d.at <= to)
+            .filter(|d| d.by == Some(attempt))
             .copied()
             .collect()
     }
@@ -123,4 +138,38 @@ pub(super) fn client(
         .map_err(BoxError::from)
         .service(hyper_client);
     Ok(kube::Client::new(service, config.default_namespace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    /// Two attempts in flight together, as a read and a write are: each finds only its own
+    /// dials, and a dial from outside any attempt belongs to none.
+    #[tokio::test]
+    async fn an_attempt_finds_only_the_dials_it_made() {
+        let dials = Dials::default();
+        let (read, write) = (AttemptId(1), AttemptId(2));
+        let (gate_tx, gate_rx) = tokio::sync::oneshot::channel::<()>();
+        let slow = as_attempt(read, async {
+            dials.note(addr(1001));
+            // Waits while the other attempt dials, as a read held by a dead node does.
+            let _ = gate_rx.await;
+            dials.note(addr(1003));
+        });
+        let quick = as_attempt(write, async {
+            dials.note(addr(1002));
+            let _ = gate_tx.send(());
+        });
+        tokio::join!(slow, quick);
+        dials.note(addr(1004));
+        let locals = |id| dials.by(id).iter().map(|d| d.local).collect::<Vec<_>>();
+        assert_eq!(locals(read), [addr(1001), addr(1003)]);
+        assert_eq!(locals(write), [addr(1002)]);
+        assert_eq!(locals(AttemptId(3)), Vec::<SocketAddr>::new());
+    }
 }

@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -247,6 +248,8 @@ struct Transport {
     connections: Option<Arc<ConnectionLog>>,
     /// The connections the prober's own connector dialled (empty with another client).
     dials: dial::Dials,
+    /// The number the next attempt takes, to find the dials it made.
+    attempts: AtomicU64,
 }
 
 impl Prober {
@@ -308,6 +311,7 @@ impl Prober {
             used: Mutex::default(),
             connections,
             dials,
+            attempts: AtomicU64::new(0),
         });
         let reads = {
             let (transport, options, log) = (transport.clone(), options.clone(), log.clone());
@@ -406,9 +410,11 @@ where
     Fut: std::future::Future<Output = Outcome>,
 {
     let last = LastConnection::default();
+    let id = dial::AttemptId(transport.attempts.fetch_add(1, Ordering::Relaxed));
     let started = Instant::now();
     let time = Timestamp::now();
-    let outcome = match tokio::time::timeout(timeout, call(last.clone())).await {
+    let sent = dial::as_attempt(id, tokio::time::timeout(timeout, call(last.clone())));
+    let outcome = match sent.await {
         Ok(outcome) => outcome,
         Err(_) => Outcome {
             result: Err(format!("no answer within {timeout:?}")),
@@ -417,12 +423,12 @@ where
     };
     let finished = Instant::now();
     let caught_by = outcome.result.is_err().then(|| {
-        // Connections dialled during the attempt that never carried a request to its end.
+        // Connections this attempt dialled that never carried a request to its end.
         let dialled: Vec<SocketAddr> = {
             let used = lock(&transport.used);
             transport
                 .dials
-                .between(started, finished)
+                .by(id)
                 .into_iter()
                 .map(|d| d.local)
                 .filter(|local| !used.contains(local))
