@@ -79,6 +79,9 @@ impl Error {
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
+            Error::Manifests(e) if matches!(**e, ManifestsError::Refused { .. }) => {
+                ErrorKind::Refused
+            }
             Error::Kubeconfig(_) | Error::ConfigFile(_) | Error::Manifests(_) | Error::Front(_) => {
                 ErrorKind::BadInput
             }

@@ -84,7 +84,7 @@ pub use front::{
     FrontStopped, Listening as FrontListening, trusting as front_tls_trusting,
 };
 pub use health::{Health, readyz, server_version};
-pub use manifests::{ManifestEncoding, ManifestForm, ManifestsError};
+pub use manifests::{ManifestEncoding, ManifestForm, ManifestsError, RenderedManifests};
 pub use node_conversion::NodeConversion;
 pub use node_files::FilesError;
 pub use observer::Observer;
@@ -138,18 +138,26 @@ pub fn read_config_file(
     Ok(config_file::read(path, version)?)
 }
 
-/// The control-plane manifests of `version` for `config` (kubeadm's defaults when `None`).
+/// The control-plane manifests of `version` for `config` (kubeadm's defaults when `None`),
+/// read from `config_path` (named in the fix of a refusal).
 ///
 /// # Errors
-/// The objects cannot be built or serialised ([`ErrorKind::BadInput`]).
+/// A component carries a flag or feature gate `version` refuses ([`ErrorKind::Refused`]), or
+/// the objects cannot be built or serialised ([`ErrorKind::BadInput`]).
 pub fn manifests(
     config: Option<&ClusterConfig>,
+    config_path: Option<&std::path::Path>,
     version: &KubeVersion,
     form: ManifestForm,
     encoding: ManifestEncoding,
-) -> Result<String, Error> {
+) -> Result<RenderedManifests, Error> {
+    let path = config_path.map(|p| p.display().to_string());
     Ok(manifests::render_manifests(
-        config, version, form, encoding,
+        config,
+        path.as_deref(),
+        version,
+        form,
+        encoding,
     )?)
 }
 

@@ -34,10 +34,19 @@ pub fn run(global: &GlobalArgs, args: &ManifestsArgs) -> Result<Outcome, CliErro
         OutputFormat::Text | OutputFormat::Yaml => ManifestEncoding::Yaml,
         OutputFormat::Json => ManifestEncoding::JsonList,
     };
-    let text = manifests(config.as_ref(), &version, form, encoding)?;
+    let rendered = manifests(
+        config.as_ref(),
+        args.config.as_deref(),
+        &version,
+        form,
+        encoding,
+    )?;
+    for warning in rendered.warnings {
+        crate::ui::warn(warning);
+    }
     let mut stdout = std::io::stdout().lock();
     stdout
-        .write_all(text.as_bytes())
+        .write_all(rendered.text.as_bytes())
         .context("writing to stdout")?;
     stdout.flush().context("writing to stdout")?;
     Ok(Outcome::Done)

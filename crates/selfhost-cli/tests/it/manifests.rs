@@ -264,3 +264,64 @@ fn versions_outside_the_supported_range_render_with_a_warning() {
             "warning: v1.28.3 is outside the versions",
         ));
 }
+
+/// A configuration whose extraArgs carry a flag the version removed: nothing is printed to
+/// apply, exit 3 names the flag, the release that removed it, its replacement and the file to
+/// edit; a feature gate at its locked value is rendered, with a warning.
+#[test]
+fn a_flag_the_version_refuses_is_named_instead_of_rendered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = |name: &str, api_server_args: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n\
+                 kubernetesVersion: v1.33.1\napiServer:\n  extraArgs:\n{api_server_args}"
+            ),
+        )
+        .expect("write");
+        path.display().to_string()
+    };
+    let removed = config(
+        "removed.yaml",
+        "  - name: insecure-port\n    value: \"0\"\n",
+    );
+    for form in ["daemonsets", "static-pods"] {
+        let out = selfhost()
+            .args(["manifests", "v1.33.1", "--as", form, "--config", &removed])
+            .assert()
+            .code(3)
+            .get_output()
+            .clone();
+        assert!(out.stdout.is_empty(), "nothing to apply is printed");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for expected in [
+            "kube-apiserver",
+            "--insecure-port",
+            "v1.24",
+            &removed,
+            "extraArgs",
+        ] {
+            assert!(stderr.contains(expected), "{expected:?} in {stderr}");
+        }
+    }
+
+    let locked = config(
+        "locked.yaml",
+        "  - name: feature-gates\n    value: PodSchedulingReadiness=true\n",
+    );
+    let out = selfhost()
+        .args(["manifests", "v1.33.1", "--config", &locked])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("kind: DaemonSet"), "{stdout}");
+    assert!(
+        stderr.contains("PodSchedulingReadiness") && stderr.contains(&locked),
+        "{stderr}"
+    );
+}

@@ -154,7 +154,12 @@ pub async fn run(
             }
             let daemonset_pod = shown
                 .and_then(|s| s.daemonset.as_ref())
-                .map(|pod| running_pod(component, pod, active.as_ref().map(|a| a.since)));
+                .map(|pod| {
+                    let outage_began = active
+                        .as_ref()
+                        .map(|a| outage_began(a.since, options.policy.api_grace));
+                    running_pod(component, pod, outage_began)
+                });
             components.insert(
                 component,
                 ComponentOnNode {
@@ -271,12 +276,30 @@ fn process_of(component: Component, pod: &PodObservation) -> ContainerState {
         .map_or(ContainerState::Unknown, |c| c.state.clone())
 }
 
-/// A pod as the decisions see it: Ready since its Ready condition turned true. A status from
-/// before the active copy is the one the API kept from before the node went down, not news
-/// from the pod: it does not count. Condition times are whole seconds, so a transition in the
-/// second before the activation counts as fresh; a kept status is older than that by the
-/// whole grace the API was gone for.
-fn running_pod(component: Component, pod: &Pod, active_since: Option<Timestamp>) -> RunningPod {
+/// The latest the outage that led to a copy activated at `activated` can have begun: the
+/// agent activates only after the API grace without an API.
+fn outage_began(activated: Timestamp, api_grace: std::time::Duration) -> Timestamp {
+    activated
+        .saturating_sub(api_grace)
+        .unwrap_or(Timestamp::MIN)
+}
+
+/// Whether a Ready condition that turned true at `ready_since` (whole seconds) may have turned
+/// so after `outage_began`: news from the pod, not a status kept from before the outage.
+fn is_news(ready_since: Timestamp, outage_began: Timestamp) -> bool {
+    ready_since
+        .saturating_add(CONDITION_GRANULARITY)
+        .is_ok_and(|latest| latest > outage_began)
+}
+
+/// A pod as the decisions see it: Ready since its Ready condition turned true. With a copy
+/// active, a Ready from before the outage that led to it is the status the API kept from
+/// before the node went down, not news from the pod: it does not count. That outage began at
+/// least the API grace before the activation (`outage_began`), so a transition inside the
+/// grace is news, even one the kubelet posted while this agent still found no API (its
+/// kube-apiserver starting on this node as the copy activates). Condition times are whole
+/// seconds, so a transition in the second before counts as fresh too.
+fn running_pod(component: Component, pod: &Pod, outage_began: Option<Timestamp>) -> RunningPod {
     let ready_since = pod
         .status
         .as_ref()
@@ -285,7 +308,7 @@ fn running_pod(component: Component, pod: &Pod, active_since: Option<Timestamp>)
         .and_then(|c| c.last_transition_time.as_ref())
         .map(|t| t.0);
     let ready_since = ready_since.filter(|since| {
-        active_since.is_none_or(|activated| *since + CONDITION_GRANULARITY > activated)
+        outage_began.is_none_or(|began| is_news(*since, began))
     });
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     RunningPod {
@@ -385,4 +408,33 @@ async fn write_secret_files(
         write_secret_file(&options.host_root, &file.path, &content.0, file.mode)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: f64) -> Timestamp {
+        Timestamp::from_nanosecond((seconds * 1e9) as i128 + 1_800_000_000_000_000_000)
+            .expect("a timestamp")
+    }
+
+    /// A copy activated at 100 s after a 10 s grace: a Ready from inside the grace is news
+    /// (the kubelet posted it while the agent still found no API), one from before the outage
+    /// is the status the API kept, and whole-second condition times round in the pod's favour
+    /// by at most a second.
+    #[test]
+    fn a_ready_condition_counts_when_it_may_have_turned_during_the_outage() {
+        let began = outage_began(at(100.2), std::time::Duration::from_secs(10));
+        assert_eq!(began, at(90.2));
+        for (ready_since, news) in [
+            (at(99.0), true),
+            (at(91.0), true),
+            (at(90.0), true),
+            (at(89.0), false),
+            (at(40.0), false),
+        ] {
+            assert_eq!(is_news(ready_since, began), news, "{ready_since}");
+        }
+    }
 }

@@ -33,7 +33,7 @@ pub struct Snapshot {
     pub templates: BTreeMap<Component, Value>,
 }
 
-fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+pub fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 

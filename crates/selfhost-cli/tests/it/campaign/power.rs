@@ -12,6 +12,7 @@ use selfhost_sim::store::ListOptions;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::invariants::str_at;
 use super::scenario::Scenario;
 use crate::checkpointed;
 
@@ -182,12 +183,90 @@ pub async fn checkpoint_violations(sim: &SimCluster) -> Vec<String> {
     };
     let deadline = Instant::now() + SETTLE_WITHIN;
     loop {
-        let out = wrong();
-        if out.is_empty() || Instant::now() > deadline {
+        let mut out = wrong();
+        if out.is_empty() {
+            return out;
+        }
+        if Instant::now() > deadline {
+            out.extend(checkpointer_processes(sim));
             return out;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// What each node's kubelet runs of the checkpointer and the kube-apiserver, for a violation's
+/// message: whether the agent runs at all tells a stopped agent from one that decided wrongly,
+/// and the kube-apiservers' states what it decided on.
+fn checkpointer_processes(sim: &SimCluster) -> Vec<String> {
+    let snapshot = sim.processes();
+    sim.control_plane_names()
+        .into_iter()
+        .map(|node| {
+            let runs: Vec<String> = snapshot
+                .nodes
+                .get(&node)
+                .map(|n| n.containers.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .filter(|c| {
+                    c.pod.name.starts_with(selfhost::CHECKPOINTER_NAME)
+                        || c.binary.as_deref() == Some("kube-apiserver")
+                })
+                .map(|c| {
+                    format!(
+                        "{} process {:?} started {:?} listening {:?} ready {} stopping {} \
+                         identity {:?}",
+                        c.pod.name,
+                        c.process,
+                        c.started_at,
+                        c.listening_since,
+                        c.ready,
+                        c.stopping,
+                        c.identity
+                    )
+                })
+                .collect();
+            let pods: Vec<String> = sim
+                .store()
+                .list(&resources::PODS, &ListOptions::default())
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .iter()
+                .filter(|p| {
+                    p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node.as_str())
+                        && str_at(p, "/metadata/name").contains("kube-apiserver")
+                })
+                .map(|p| {
+                    format!(
+                        "{} conditions {} containers {}",
+                        str_at(p, "/metadata/name"),
+                        p.pointer("/status/conditions").cloned().unwrap_or_default(),
+                        p.pointer("/status/containerStatuses")
+                            .cloned()
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            let leases: Vec<String> = sim
+                .store()
+                .list(&resources::LEASES, &ListOptions::default())
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .iter()
+                .filter(|l| {
+                    l.pointer("/metadata/labels/kubernetes.io~1hostname")
+                        .and_then(Value::as_str)
+                        == Some(node.as_str())
+                })
+                .map(|l| format!("{} {}", str_at(l, "/metadata/name"), l["spec"]))
+                .collect();
+            format!(
+                "(the kubelet on {node} runs: {runs:#?}; its kube-apiserver pods in the API: \
+                 {pods:#?}; its identity Leases: {leases:#?})"
+            )
+        })
+        .collect()
 }
 
 /// The mirror pods of checkpoints' static copies in the API.
