@@ -163,4 +163,3 @@ fn flags_findings(
         refusals: refused.into_iter().map(|(_, line)| line).collect(),
     })
 }
-

@@ -152,14 +152,12 @@ pub async fn run(
                 let mirror = format!("{}-{}", copy_name(component), options.node);
                 copy.mirror_pod = shown.is_some_and(|s| s.others.iter().any(|o| o.pod == mirror));
             }
-            let daemonset_pod = shown
-                .and_then(|s| s.daemonset.as_ref())
-                .map(|pod| {
-                    let outage_began = active
-                        .as_ref()
-                        .map(|a| outage_began(a.since, options.policy.api_grace));
-                    running_pod(component, pod, outage_began)
-                });
+            let daemonset_pod = shown.and_then(|s| s.daemonset.as_ref()).map(|pod| {
+                let outage_began = active
+                    .as_ref()
+                    .map(|a| outage_began(a.since, options.policy.api_grace));
+                running_pod(component, pod, outage_began)
+            });
             components.insert(
                 component,
                 ComponentOnNode {
@@ -307,9 +305,8 @@ fn running_pod(component: Component, pod: &Pod, outage_began: Option<Timestamp>)
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
         .and_then(|c| c.last_transition_time.as_ref())
         .map(|t| t.0);
-    let ready_since = ready_since.filter(|since| {
-        outage_began.is_none_or(|began| is_news(*since, began))
-    });
+    let ready_since =
+        ready_since.filter(|since| outage_began.is_none_or(|began| is_news(*since, began)));
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     RunningPod {
         uid: pod.metadata.uid.clone().unwrap_or_default(),
