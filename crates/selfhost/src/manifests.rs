@@ -52,8 +52,8 @@ pub enum ManifestsError {
         refusals.join("\n- ")
     )]
     Refused {
-        /// The version.
-        version: KubeVersion,
+        /// The version, as given.
+        version: String,
         /// The components it would not start.
         components: Vec<String>,
         /// What it refuses in each, with the fix.
@@ -158,7 +158,7 @@ fn flags_findings(
     let mut components: Vec<String> = refused.iter().map(|(c, _)| c.to_string()).collect();
     components.dedup();
     Err(ManifestsError::Refused {
-        version: version.clone(),
+        version: version.to_string(),
         components,
         refusals: refused.into_iter().map(|(_, line)| line).collect(),
     })
