@@ -96,11 +96,7 @@ pub async fn cut(
 /// Whether every control-plane pod in the store is Ready: after a reboot the tool's last run
 /// may have ended while the node's pods started again.
 fn control_plane_ready(sim: &SimCluster) -> bool {
-    let pods = sim
-        .store()
-        .list(&resources::PODS, &Default::default())
-        .map(|l| l.items)
-        .unwrap_or_default();
+    let pods = listed(sim, &resources::PODS);
     Component::ALL.into_iter().all(|c| {
         pods.iter()
             .filter(|p| {
@@ -188,7 +184,7 @@ pub async fn checkpoint_violations(sim: &SimCluster) -> Vec<String> {
             return out;
         }
         if Instant::now() > deadline {
-            out.extend(checkpointer_processes(sim));
+            out.extend(what_each_node_runs(sim));
             return out;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -198,8 +194,12 @@ pub async fn checkpoint_violations(sim: &SimCluster) -> Vec<String> {
 /// What each node's kubelet runs of the checkpointer and the kube-apiserver, for a violation's
 /// message: whether the agent runs at all tells a stopped agent from one that decided wrongly,
 /// and the kube-apiservers' states what it decided on.
-fn checkpointer_processes(sim: &SimCluster) -> Vec<String> {
+fn what_each_node_runs(sim: &SimCluster) -> Vec<String> {
     let snapshot = sim.processes();
+    let (all_pods, all_leases) = (
+        listed(sim, &resources::PODS),
+        listed(sim, &resources::LEASES),
+    );
     sim.control_plane_names()
         .into_iter()
         .map(|node| {
@@ -227,11 +227,7 @@ fn checkpointer_processes(sim: &SimCluster) -> Vec<String> {
                     )
                 })
                 .collect();
-            let pods: Vec<String> = sim
-                .store()
-                .list(&resources::PODS, &ListOptions::default())
-                .map(|l| l.items)
-                .unwrap_or_default()
+            let pods: Vec<String> = all_pods
                 .iter()
                 .filter(|p| {
                     p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node.as_str())
@@ -248,11 +244,7 @@ fn checkpointer_processes(sim: &SimCluster) -> Vec<String> {
                     )
                 })
                 .collect();
-            let leases: Vec<String> = sim
-                .store()
-                .list(&resources::LEASES, &ListOptions::default())
-                .map(|l| l.items)
-                .unwrap_or_default()
+            let leases: Vec<String> = all_leases
                 .iter()
                 .filter(|l| {
                     l.pointer("/metadata/labels/kubernetes.io~1hostname")
@@ -269,16 +261,21 @@ fn checkpointer_processes(sim: &SimCluster) -> Vec<String> {
         .collect()
 }
 
+/// Every object of `resource` in the store (none when it cannot list).
+fn listed(sim: &SimCluster, resource: &resources::ResourceType) -> Vec<std::sync::Arc<Value>> {
+    sim.store()
+        .list(resource, &ListOptions::default())
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
 /// The mirror pods of checkpoints' static copies in the API.
 fn copies_in_the_api(sim: &SimCluster) -> Vec<String> {
     let copy_prefixes: Vec<String> = Component::ALL
         .into_iter()
         .map(|c| format!("{}-", selfhost_core::checkpoint::copy_name(c)))
         .collect();
-    sim.store()
-        .list(&resources::PODS, &ListOptions::default())
-        .map(|list| list.items)
-        .unwrap_or_default()
+    listed(sim, &resources::PODS)
         .iter()
         .filter_map(|pod| pod.pointer("/metadata/name").and_then(Value::as_str))
         .filter(|name| copy_prefixes.iter().any(|p| name.starts_with(p.as_str())))
