@@ -488,6 +488,14 @@ pub struct ApplyArgs {
     /// On failure leave the backup serving instead of rolling back, and exit 4.
     #[arg(long)]
     pub no_rollback: bool,
+    /// Roll the kube-apiserver back (exit 1) once the engine's own probes see the API
+    /// unavailable for longer than SECONDS at a stretch (e.g. 2 or 0.5).
+    #[arg(long, value_name = "SECONDS", value_parser = seconds_budget)]
+    pub max_unavailable_seconds: Option<Duration>,
+    /// Roll the kube-apiserver back (exit 1) once more than COUNT of the engine's own probes
+    /// of the API have failed.
+    #[arg(long, value_name = "COUNT")]
+    pub max_failed_probes: Option<u32>,
     /// Write an HTML report of the run (pods per node, API health, steps) to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -646,6 +654,20 @@ pub const MIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Parses a per-component deadline (`--timeout`): a duration such as `5m` or `90s`, of at
 /// least [`MIN_DEADLINE`]. The same rule for every command.
+/// Parses `--max-unavailable-seconds`: a number of seconds, fractions allowed.
+pub fn seconds_budget(text: &str) -> Result<Duration, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .ok_or_else(|| {
+            format!(
+                "invalid --max-unavailable-seconds {text:?}: give a number of seconds of zero \
+                 or more, such as 2 or 0.5"
+            )
+        })
+}
+
 pub fn deadline(text: &str) -> Result<Duration, String> {
     let deadline = humantime::parse_duration(text).map_err(|e| {
         format!("invalid --timeout {text:?}: {e}; write a duration such as 5m or 90s")

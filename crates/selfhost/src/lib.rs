@@ -123,6 +123,7 @@ pub use selfhost_core::pivot::{DEFAULT_DEADLINE as DEFAULT_UPGRADE_DEADLINE, Piv
 pub use selfhost_core::preflight::{Check, Verdict};
 pub use selfhost_core::prepull::{DEFAULT_PREPULL_DEADLINE, PREPULL_LABEL, PrepullOutcome};
 pub use selfhost_core::render::to_yaml;
+pub use selfhost_core::rollout::AvailabilityBudget;
 pub use selfhost_core::skew::{SUPPORTED_VERSIONS, SkewFlags};
 pub use selfhost_core::{Component, KubeVersion};
 

@@ -3,7 +3,9 @@
 //! so that `apply` can report the two side by side.
 //!
 //! - **API health**: every `/readyz` probe the engine made while deciding (at most one per
-//!   0.5 s, and only while it decides: a sample, not a prober). A probe answered 500 only
+//!   0.5 s, and only while it decides: a sample, not a prober) — or, with an availability
+//!   budget, every 0.5 s throughout, deciding or not ([`crate::Observer::probe_steadily`]).
+//!   A probe answered 500 only
 //!   because the answering apiserver is in its `--shutdown-delay-duration` counts as
 //!   *draining*, not failed: that apiserver still serves every request, and says so on
 //!   purpose so that load balancers drain it.

@@ -61,11 +61,13 @@ pub struct Observer {
     health: Arc<Mutex<Option<(Instant, ApiHealth)>>>,
     /// The background probe in flight, if one is.
     sampling: Option<JoinHandle<()>>,
+    /// The steady prober, once [`Observer::probe_steadily`] started it.
+    steady: Option<JoinHandle<()>>,
 }
 
 impl Drop for Observer {
     fn drop(&mut self) {
-        if let Some(task) = &self.sampling {
+        for task in self.sampling.iter().chain(&self.steady) {
             task.abort();
         }
     }
@@ -135,7 +137,30 @@ impl Observer {
             handed_over: Vec::new(),
             health: Arc::new(Mutex::new(None)),
             sampling: None,
+            steady: None,
         }
+    }
+
+    /// From now on, probes the API's health every [`HEALTH_MAX_AGE`] in the background,
+    /// whether or not the engine is deciding — also while it waits for a write to show or for
+    /// an API call's retries. An availability budget is measured by these probes: sampled
+    /// only while deciding, an outage during such a wait would go unseen.
+    pub fn probe_steadily(&mut self) {
+        if self.steady.is_some() {
+            return;
+        }
+        let (probe, latest) = (self.probe.clone(), Arc::clone(&self.health));
+        let recorder = Arc::clone(self.leases.recorder());
+        self.steady = Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(HEALTH_MAX_AGE);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let sent = Instant::now();
+                let health = probe_health(&probe).await;
+                keep(&latest, &recorder, sent, &health);
+            }
+        }));
     }
 
     /// Waits for a change of anything watched since the last observation (the identity
@@ -302,6 +327,8 @@ impl Observer {
                 .filter(|(c, _)| *c == component)
                 .map(|(_, uid)| uid.clone())
                 .collect(),
+            // The run's measure of this component, which only its upgrade knows the start of.
+            availability: Default::default(),
         }
     }
 

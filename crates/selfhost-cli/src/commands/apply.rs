@@ -5,8 +5,8 @@
 
 use anyhow::anyhow;
 use selfhost::{
-    ApplyOptions, Command, DEFAULT_UPGRADE_DEADLINE, ExecuteOptions, PivotOptions, RetryPolicy,
-    RunOutcome,
+    ApplyOptions, AvailabilityBudget, Command, DEFAULT_UPGRADE_DEADLINE, ExecuteOptions,
+    PivotOptions, RetryPolicy, RunOutcome,
 };
 
 use crate::args::{ApplyArgs, GlobalArgs, OutputFormat};
@@ -39,6 +39,15 @@ fn resume_command(args: &ApplyArgs) -> String {
             command.push(' ');
             command.push_str(flag);
         }
+    }
+    if let Some(seconds) = args.max_unavailable_seconds {
+        command.push_str(&format!(
+            " --max-unavailable-seconds {}",
+            seconds.as_secs_f64()
+        ));
+    }
+    if let Some(count) = args.max_failed_probes {
+        command.push_str(&format!(" --max-failed-probes {count}"));
     }
     command.push_str(" --yes");
     command
@@ -145,6 +154,10 @@ pub async fn run_traced(
             no_rollback: args.no_rollback,
             accept_downtime: args.flags.accept_downtime,
             deadline,
+            budget: AvailabilityBudget {
+                max_unavailable: args.max_unavailable_seconds,
+                max_failed_probes: args.max_failed_probes,
+            },
             ..PivotOptions::default()
         },
         execute: ExecuteOptions {

@@ -1,6 +1,7 @@
 //! Black-box tests of the `selfhost` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is a failed test
 
+mod budget;
 mod campaign;
 mod checkpoint;
 mod checkpoint_grant;

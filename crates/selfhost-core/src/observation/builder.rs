@@ -202,6 +202,7 @@ impl World {
                 known_starts: Vec::new(),
                 stopped: Vec::new(),
                 handed_over: Vec::new(),
+                availability: Default::default(),
             },
             identities: true,
             lagging: false,
@@ -257,6 +258,16 @@ impl World {
 
     pub(crate) fn backup_mut(&mut self) -> &mut BackupObservation {
         self.obs.backup.as_mut().expect("backup DaemonSet")
+    }
+
+    /// The engine's probes of the API so far failed `failed_probes` times, the longest
+    /// stretch lasting `longest_seconds`.
+    pub(crate) fn probes_failed(mut self, failed_probes: u32, longest_seconds: f64) -> Self {
+        self.obs.availability = crate::rollout::AvailabilitySoFar {
+            failed_probes,
+            longest_unavailable_seconds: longest_seconds,
+        };
+        self
     }
 
     /// Observed at `t(seconds)`; fresh identities and the leader stay fresh.

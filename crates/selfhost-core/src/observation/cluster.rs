@@ -10,6 +10,7 @@ use super::daemonsets::{BackupObservation, DaemonSetObservation};
 use super::leases::{IdentitySighting, LeaderLease};
 use super::pods::PodObservation;
 use crate::component::Component;
+use crate::rollout::AvailabilitySoFar;
 
 /// Everything one decision of the pivot needs about one component.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,6 +43,9 @@ pub struct Observation {
     /// them over. A Lease of that name with another uid was created after such a hand-over,
     /// so it was acquired while the engine watched (see `pivot/leader.rs`).
     pub handed_over: Vec<String>,
+    /// What the engine's probes of the API saw so far while it upgraded this component,
+    /// checked against the availability budget of `apply`.
+    pub availability: AvailabilitySoFar,
 }
 
 /// A process of a pod of the real or backup DaemonSet that the engine saw running during the

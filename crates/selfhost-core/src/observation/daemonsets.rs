@@ -77,7 +77,8 @@ impl DaemonSetObservation {
     /// The hash matters after a rollback: the restored template is an old revision again, so
     /// the pods that never left it count as current although their generation label is old.
     /// The current hash is [`Self::current_revision_hash`] when the engine read it, otherwise
-    /// inferred from a pod that carries the current template generation.
+    /// inferred: from a pod that carries the current template generation, or, when no pod was
+    /// replaced since the restore, from the controller's own count ([`Self::settled_hash`]).
     pub fn is_current(&self, pod: &PodObservation) -> bool {
         let by_generation = self
             .template_generation
@@ -104,6 +105,25 @@ impl DaemonSetObservation {
             .as_deref()
             .into_iter()
             .chain(inferred)
+            .chain(self.settled_hash())
+    }
+
+    /// The one revision hash all its live pods carry, when the controller has observed the
+    /// current generation and counts every scheduled pod as updated: by its rule (generation
+    /// or hash) those pods then run the current revision, although none carries the current
+    /// generation — as after a rollback that comes before any pod was replaced.
+    fn settled_hash(&self) -> Option<&str> {
+        let status = &self.status;
+        let observed = self
+            .generation
+            .is_some_and(|g| status.observed_generation.is_some_and(|o| o >= g));
+        if !observed || status.desired == 0 || status.updated < status.desired {
+            return None;
+        }
+        let mut live = self.pods.iter().filter(|p| !p.is_terminating());
+        let hash = live.next()?.revision_hash.as_deref()?;
+        live.all(|p| p.revision_hash.as_deref() == Some(hash))
+            .then_some(hash)
     }
 
     /// Whether the update strategy is `OnDelete`: then the DaemonSet controller never replaces

@@ -244,6 +244,7 @@ fn with_nodes(nodes: &[(&str, Option<&str>)]) -> Observation {
         known_starts: Vec::new(),
         stopped: Vec::new(),
         handed_over: Vec::new(),
+        availability: Default::default(),
     }
 }
 
@@ -327,4 +328,55 @@ fn times_round_trip_and_ages_never_go_negative() {
         time::after(Timestamp::MAX, Duration::from_secs(1)),
         Timestamp::MAX
     );
+}
+
+/// A DaemonSet restored to an earlier template, before any pod was replaced: the pods keep
+/// their old generation label and the original revision's hash.
+fn restored(observed: i64, updated: i32, hashes: &[&str]) -> DaemonSetObservation {
+    let mut ds = DaemonSetObservation::from_daemonset(&daemonset(), &[]);
+    ds.generation = Some(5);
+    ds.template_generation = Some(5);
+    ds.status.observed_generation = Some(observed);
+    ds.status.desired = 3;
+    ds.status.updated = updated;
+    ds.pods = hashes
+        .iter()
+        .map(|hash| {
+            let mut pod = PodObservation::from_pod(&pod());
+            pod.template_generation = Some(1);
+            pod.revision_hash = Some((*hash).to_string());
+            pod.deleting_since = None;
+            pod
+        })
+        .collect();
+    ds
+}
+
+#[test]
+fn pods_the_controller_counts_as_updated_are_current_without_the_current_generation() {
+    let rows: &[(&str, DaemonSetObservation, bool)] = &[
+        (
+            "observed, every pod updated, one hash",
+            restored(5, 3, &["h0", "h0", "h0"]),
+            true,
+        ),
+        (
+            "the controller has not observed the restore",
+            restored(4, 3, &["h0", "h0", "h0"]),
+            false,
+        ),
+        (
+            "the controller counts pods still to replace",
+            restored(5, 2, &["h0", "h0", "h0"]),
+            false,
+        ),
+        (
+            "pods of two revisions",
+            restored(5, 3, &["h0", "h1", "h0"]),
+            false,
+        ),
+    ];
+    for (name, ds, current) in rows {
+        assert_eq!(ds.is_current(&ds.pods[0]), *current, "{name}");
+    }
 }

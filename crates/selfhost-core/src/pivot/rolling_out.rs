@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
 use super::decision_inputs::{Pivot, describe};
-use super::step::{Step, Wait};
+use super::step::{Step, Wait, Watch};
 use crate::component::Component;
 use crate::observation::{
     BackupObservation, IDENTITY_FRESHNESS, IdentityPublishing, identity_publishing,
@@ -22,6 +22,10 @@ impl Pivot<'_> {
         backup: &BackupObservation,
         original: &PodTemplateSpec,
     ) -> Step {
+        let deadline = self.deadline_after(self.update_started_at(), 1);
+        if let Some(overrun) = self.budget_overrun() {
+            return self.rollout_failed(backup, original, overrun, deadline);
+        }
         let mut progress = self.serving_progress(true);
         self.add_backup_cover(&mut progress, backup);
         progress.extend(self.vacating_pending());
@@ -32,7 +36,6 @@ impl Pivot<'_> {
         }
         let current = self.real.pods.iter().filter(|p| self.real.is_current(p));
         let mut signals = failure_signals(current, self.strict_signals());
-        let deadline = self.deadline_after(self.update_started_at(), 1);
         if signals.is_empty() && self.now() >= deadline {
             let since = self
                 .update_started_at()
@@ -67,9 +70,30 @@ impl Pivot<'_> {
             },
             recheck_at: self.recheck(deadline),
             pending: progress,
-            watch: self.watches(true),
+            watch: self.rollout_watches(),
             deadline: Some(deadline),
         })
+    }
+
+    /// Whether the kube-apiserver's rollout has cost more unavailability than the budget
+    /// allows, in words. It is checked before anything else: even a rollout that has just
+    /// completed is rolled back, as the operator asked.
+    fn budget_overrun(&self) -> Option<String> {
+        if self.component() != Component::ApiServer {
+            return None;
+        }
+        let overrun = self.target.options.budget.overrun(&self.obs.availability)?;
+        Some(overrun.to_string())
+    }
+
+    /// What the rollout's wait watches: with a budget, the API's health too, so that the
+    /// engine keeps probing while nothing else changes.
+    fn rollout_watches(&self) -> Vec<Watch> {
+        let mut watch = self.watches(true);
+        if self.component() == Component::ApiServer && self.target.options.budget.is_set() {
+            watch.push(Watch::ApiHealth);
+        }
+        watch
     }
 
     fn rollout_failed(

@@ -5,6 +5,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::rollout::AvailabilityBudget;
 use crate::version::KubeVersion;
 
 /// Default per-component deadline: the rollout must complete this long after the update.
@@ -40,6 +41,9 @@ pub struct PivotOptions {
     pub crash_loop_restarts: i32,
     /// Grace period for old kube-apiserver pods selfhost deletes itself.
     pub shortened_grace: Duration,
+    /// How much unavailability of the API the kube-apiserver's rollout may cost, as the
+    /// engine's own probes see it, before it is rolled back.
+    pub budget: AvailabilityBudget,
 }
 
 impl Default for PivotOptions {
@@ -52,6 +56,7 @@ impl Default for PivotOptions {
             identity_fallback_soak: DEFAULT_IDENTITY_FALLBACK_SOAK,
             crash_loop_restarts: DEFAULT_CRASH_LOOP_RESTARTS,
             shortened_grace: DEFAULT_SHORTENED_GRACE,
+            budget: AvailabilityBudget::default(),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! template we want" means is decided semantically (see [`template`]), because the API server
 //! fills in defaults that the rendered template does not spell out.
 
+mod budget;
 mod placement;
 mod signals;
 pub mod template;
@@ -15,6 +16,7 @@ mod tests;
 
 use serde::Serialize;
 
+pub use budget::{AvailabilityBudget, AvailabilitySoFar, BudgetOverrun};
 pub use placement::places_on;
 pub use signals::{
     CRASH_LOOP_REASONS, FailureSignal, IMAGE_FAILURE_REASONS, OUTAGE_SETTLE, SignalPolicy,

@@ -405,6 +405,7 @@ impl ConversionView {
             stopped: Vec::new(),
             // Its waiver rests on `stopped`, which a conversion does not track.
             handed_over: Vec::new(),
+            availability: Default::default(),
         }
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use selfhost_core::Component;
 use selfhost_core::pivot::{Step, Target, Watch, next_step};
+use selfhost_core::rollout::AvailabilitySoFar;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -81,6 +82,8 @@ struct Upgrade<'a> {
     options: &'a ExecuteOptions,
     /// The health probe read by the decision being made is fresh.
     probed: bool,
+    /// When this run began on the component: the availability budget counts from here.
+    started: Instant,
     /// The object the last action wrote, and its new resourceVersion, to read back.
     written: Option<(Kind, String, Option<String>)>,
 }
@@ -96,7 +99,12 @@ impl Change for Upgrade<'_> {
     async fn decide(&mut self) -> Result<(StepName, Decision<Step>), ExecuteError> {
         let (component, target) = (self.component, self.target);
         let step = loop {
-            let obs = self.observer.observe(component).await;
+            let mut obs = self.observer.observe(component).await;
+            let measured = self.observer.measured(self.started, Instant::now());
+            obs.availability = AvailabilitySoFar {
+                failed_probes: measured.failed_health_probes,
+                longest_unavailable_seconds: measured.longest_failing_seconds,
+            };
             let step = next_step(&obs, target);
             // An observation carries the last probe's health, of any age; a decision that
             // reads it is made again on a fresh one.
@@ -264,6 +272,7 @@ pub async fn run_component(
         target,
         options,
         probed: false,
+        started: Instant::now(),
         written: None,
     };
     let mode = if options.dry_run {

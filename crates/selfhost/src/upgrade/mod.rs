@@ -105,6 +105,9 @@ pub async fn apply(
         components: Vec::new(),
         disruption: Vec::new(),
     };
+    if pivot.budget.is_set() {
+        observer.probe_steadily();
+    }
     let mut upgraded: Vec<Component> = Vec::new();
     for component in Component::ALL {
         let Some(template) = targets.templates.get(&component) else {

@@ -1,8 +1,11 @@
 //! Waiting for the rollout of the real DaemonSet, speeding it up, and deciding to roll back.
 
 use super::builder::{Pod, UPDATE_AT, World, t, target};
+use std::time::Duration;
+
 use super::{check, decide, row, with};
 use crate::component::Component::{ApiServer, ControllerManager};
+use crate::rollout::AvailabilityBudget;
 
 /// One node, backup serving since `t(2)`, real DaemonSet updated at [`UPDATE_AT`].
 fn updated() -> World {
@@ -386,4 +389,117 @@ fn a_resumed_run_gives_the_rollout_its_full_deadline_again() {
         "wait-for-rollout",
         &[],
     )]);
+}
+
+/// The target with an availability budget of `seconds` of unavailability and `probes` failed
+/// probes.
+fn budget(
+    component: crate::component::Component,
+    seconds: Option<u64>,
+    probes: Option<u32>,
+) -> crate::pivot::Target {
+    with(target(component), |o| {
+        o.budget = AvailabilityBudget {
+            max_unavailable: seconds.map(Duration::from_secs),
+            max_failed_probes: probes,
+        }
+    })
+}
+
+#[test]
+fn an_apiserver_rollout_over_its_availability_budget_is_rolled_back_and_says_by_how_much() {
+    let serving_one_of_three = || {
+        World::steady(ApiServer, 3)
+            .backup()
+            .backup_serving()
+            .updated()
+            .new_pod("cp-1", Pod::Serving { started: 60 })
+            .at(70)
+    };
+    check(vec![
+        row(
+            "within the budget the rollout goes on, watching the API's health",
+            serving_one_of_three().probes_failed(2, 1.0).build(),
+            budget(ApiServer, Some(2), Some(3)),
+            "wait-for-rollout",
+            &["cp-2: pod", "\"kind\":\"api-health\""],
+        ),
+        row(
+            "unavailable longer than allowed",
+            serving_one_of_three().probes_failed(2, 3.0).build(),
+            budget(ApiServer, Some(1), None),
+            "roll-back",
+            &[
+                "availability budget exceeded",
+                "unavailable for 3.0 s",
+                "2.0 s over the budget of 1.0 s",
+                "selfhost.dev/rollback-reason",
+            ],
+        ),
+        row(
+            "more failed probes than allowed",
+            serving_one_of_three().probes_failed(4, 0.5).build(),
+            budget(ApiServer, None, Some(1)),
+            "roll-back",
+            &["4 of the engine's probes of the API failed, 3 over the budget of 1"],
+        ),
+        row(
+            "a rollout that has just completed is rolled back too",
+            updated()
+                .new_pod("cp-1", Pod::Serving { started: 60 })
+                .at(70)
+                .probes_failed(9, 4.0)
+                .build(),
+            budget(ApiServer, Some(1), None),
+            "roll-back",
+            &["availability budget exceeded"],
+        ),
+        row(
+            "without a budget the same outage is no failure",
+            serving_one_of_three().probes_failed(9, 30.0).build(),
+            target(ApiServer),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "the controller-manager's rollout is not judged by the API's health",
+            World::steady(ControllerManager, 1)
+                .backup()
+                .backup_serving()
+                .updated()
+                .at(61)
+                .probes_failed(9, 30.0)
+                .build(),
+            budget(ControllerManager, Some(1), Some(0)),
+            "wait-for-rollout",
+            &[],
+        ),
+        row(
+            "with --no-rollback an overrun stops with the backup serving",
+            serving_one_of_three().probes_failed(2, 3.0).build(),
+            with(budget(ApiServer, Some(1), None), |o| o.no_rollback = true),
+            "failed",
+            &["availability budget exceeded", "--no-rollback"],
+        ),
+    ]);
+}
+
+#[test]
+fn without_a_budget_the_rollout_wait_does_not_poll_the_api() {
+    let step = decide(
+        &World::steady(ApiServer, 3)
+            .backup()
+            .backup_serving()
+            .updated()
+            .at(70)
+            .build(),
+        &target(ApiServer),
+    );
+    let wait = step.wait().expect("a wait");
+    assert!(
+        !wait
+            .watch
+            .iter()
+            .any(|w| matches!(w, crate::pivot::Watch::ApiHealth))
+    );
 }

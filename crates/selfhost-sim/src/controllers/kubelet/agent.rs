@@ -211,6 +211,7 @@ impl Kubelet {
             return;
         }
         let reference = PodRef::of(pod);
+        self.reconcile_readiness(&reference.uid, pod);
         if static_pods::is_mirror_pod(pod) {
             let key = (reference.namespace.clone(), reference.name.clone());
             self.mirrors.insert(
@@ -434,6 +435,24 @@ impl Kubelet {
                 // A process that ends quietly leaves no termination message.
                 message: (!message.is_empty()).then(|| message.to_string()),
             });
+        }
+    }
+
+    /// Forgets the status written for `uid` when the API's readiness of the pod is not that
+    /// status's: another writer changed it (the node lifecycle controller marks the pods of a
+    /// node it lost not Ready), and the kubelet's status manager reconciles the API with its
+    /// own view, as upstream's periodic sync does, so the pod's status is written again.
+    fn reconcile_readiness(&mut self, uid: &str, pod: &Pod) {
+        let ready = |status: Option<&PodStatus>| {
+            status
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.status.clone())
+        };
+        if let Some(written) = self.acknowledged.get(uid)
+            && ready(Some(written)) != ready(pod.status.as_ref())
+        {
+            self.acknowledged.remove(uid);
         }
     }
 

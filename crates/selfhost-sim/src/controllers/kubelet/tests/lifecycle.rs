@@ -195,3 +195,33 @@ fn restart_policy_never_ends_in_a_terminal_phase() {
         assert_eq!(h.container(&uid).restart_count, 0);
     }
 }
+
+#[test]
+fn a_ready_pod_another_writer_marked_not_ready_is_reported_ready_again() {
+    let mut h = Harness::new();
+    let uid = h.create(pod("web", APISERVER_V1));
+    h.run_to(8.0);
+    assert_eq!(h.condition(&uid, "Ready"), Some(("True".into(), 7_000)));
+    // The node lifecycle controller marks the pods of a node it lost not Ready.
+    let marked = crate::controllers::node_lifecycle::mark_pod_not_ready(&h.api[&uid], t(9))
+        .expect("a Ready pod is marked");
+    let pod = h.api.get_mut(&uid).unwrap();
+    pod.status = Some(marked);
+    let pod = pod.clone();
+    h.kubelet.observe_pod(&pod, t(9));
+    h.run_to(9.5);
+    assert_eq!(
+        h.condition(&uid, "Ready").map(|(status, _)| status),
+        Some("True".into()),
+        "the kubelet writes its own view back"
+    );
+    // Its own write, seen again, changes nothing.
+    let pod = h.api[&uid].clone();
+    h.kubelet.observe_pod(&pod, h.now);
+    h.run_to(10.0);
+    assert!(
+        h.last.status_updates.is_empty(),
+        "{:?}",
+        h.last.status_updates
+    );
+}
