@@ -8,6 +8,7 @@
 mod api_fronts;
 mod checkpointers;
 mod flags;
+mod removed_apis;
 mod resumed_api;
 mod shape;
 #[cfg(test)]
@@ -16,6 +17,7 @@ mod tests;
 pub use api_fronts::api_fronts_check;
 pub use checkpointers::checkpointers_check;
 pub use flags::{flags_and_gates, flags_and_gates_clean};
+pub use removed_apis::{ApiUsage, ServedObjects, removed_versions};
 
 use std::collections::BTreeMap;
 
@@ -40,6 +42,8 @@ pub struct ClusterObservation {
     pub apiserver_versions: Vec<ApiServerVersion>,
     /// The kubelet version of each node.
     pub kubelets: Vec<KubeletVersion>,
+    /// Which API versions are in use, for the `removed-apis` check (`None`: not read).
+    pub api_usage: Option<ApiUsage>,
 }
 
 impl ClusterObservation {
@@ -100,6 +104,9 @@ pub enum CheckId {
     /// No target template carries a flag or feature gate the target release removed or
     /// locked (see `preflight/flags.rs`).
     FlagsAndGates,
+    /// No client requests, and no object is kept in, an API version the target stops serving
+    /// (see `preflight/removed_apis.rs`).
+    RemovedApis,
 }
 
 impl CheckId {
@@ -118,6 +125,7 @@ impl CheckId {
             CheckId::Checkpointers => "checkpointers",
             CheckId::ApiFronts => "api-fronts",
             CheckId::FlagsAndGates => "flags-and-gates",
+            CheckId::RemovedApis => "removed-apis",
         }
     }
 }
@@ -207,6 +215,7 @@ pub fn preflight(cluster: &ClusterObservation, target: &PreflightTarget) -> Pref
     }
     version_skew(&mut report, cluster, target);
     flags::check(&mut report, cluster, target);
+    removed_apis::check(&mut report, cluster, target);
     for component in Component::ALL {
         disruption(&mut report, cluster, target, component);
     }

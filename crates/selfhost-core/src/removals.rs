@@ -3,10 +3,13 @@
 //! template that carries one starts a component that exits at once, so preflight names every
 //! such finding before the first change (see `preflight/flags.rs`).
 //!
-//! The tables (`removals/flags.rs`, `removals/gates.rs`) hold one row per removal with the
+//! [`apis`] holds the API versions each release stops serving, for the `removed-apis` check.
+//!
+//! The tables (`removals/flags.rs`, `removals/gates.rs`, `removals/apis.rs`) hold one row per removal with the
 //! release that made it and the source of the fact; [`NEWEST_KNOWN`] is the newest release
 //! they have been checked against.
 
+pub mod apis;
 mod flags;
 mod gates;
 #[cfg(test)]
@@ -25,7 +28,7 @@ use crate::version::MinorVersion;
 pub const NEWEST_KNOWN: MinorVersion = m(35);
 
 /// The release line `v1.minor`, for the tables.
-const fn m(minor: u64) -> MinorVersion {
+pub(crate) const fn m(minor: u64) -> MinorVersion {
     MinorVersion::new(1, minor)
 }
 

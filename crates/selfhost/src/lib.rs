@@ -17,6 +17,7 @@
 
 mod access;
 mod api_call;
+mod api_usage;
 mod api_write;
 mod checkpoint;
 mod client;

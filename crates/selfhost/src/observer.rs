@@ -418,6 +418,7 @@ impl Observer {
             components,
             apiserver_versions,
             kubelets,
+            api_usage: None,
         })
     }
 }

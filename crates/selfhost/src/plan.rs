@@ -139,7 +139,15 @@ pub async fn make_plan(
     request: &PlanRequest,
     policy: &RetryPolicy,
 ) -> Result<(Plan, Targets, ClusterObservation), PlanError> {
-    let cluster = observer.cluster(policy).await?;
+    let mut cluster = observer.cluster(policy).await?;
+    let current = cluster
+        .apiserver_versions
+        .iter()
+        .map(|a| a.version.minor_version())
+        .min()
+        .unwrap_or_else(|| request.version.minor_version());
+    cluster.api_usage =
+        Some(crate::api_usage::read(client, current, request.version.minor_version()).await);
     let live: BTreeMap<Component, _> = cluster
         .components
         .iter()

@@ -9,6 +9,7 @@
 //! rolled back, and nothing was attempted.
 
 mod convert;
+mod deprecated_apis;
 mod fixture;
 
 use fixture::*;

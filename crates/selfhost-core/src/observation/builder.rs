@@ -263,7 +263,7 @@ impl World {
     /// The engine's probes of the API so far failed `failed_probes` times, the longest
     /// stretch lasting `longest_seconds`.
     pub(crate) fn probes_failed(mut self, failed_probes: u32, longest_seconds: f64) -> Self {
-        self.obs.availability = crate::rollout::AvailabilitySoFar {
+        self.obs.availability = super::AvailabilitySoFar {
             failed_probes,
             longest_unavailable_seconds: longest_seconds,
         };

@@ -10,7 +10,6 @@ use super::daemonsets::{BackupObservation, DaemonSetObservation};
 use super::leases::{IdentitySighting, LeaderLease};
 use super::pods::PodObservation;
 use crate::component::Component;
-use crate::rollout::AvailabilitySoFar;
 
 /// Everything one decision of the pivot needs about one component.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -216,4 +215,15 @@ pub struct ApiHealth {
     /// `None` when this run saw none. Control-plane processes exit when they cannot reach the
     /// API, so their exits until then say nothing about their image.
     pub unreachable_until: Option<Timestamp>,
+}
+
+/// What the engine's probes of the API saw so far while it upgraded this component: a probe
+/// that fails is one with no answer, or not ready for any reason but an apiserver's drain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct AvailabilitySoFar {
+    /// Failed probes.
+    pub failed_probes: u32,
+    /// The longest stretch from a failed probe to the next one that did not fail (or to now,
+    /// while it lasts), in seconds.
+    pub longest_unavailable_seconds: f64,
 }

@@ -24,8 +24,8 @@ mod tests;
 pub(crate) mod time;
 
 pub use cluster::{
-    ApiHealth, HostPlacement, KnownStart, NodeObservation, NodeReadiness, Observation,
-    StoppedProcess, place_host,
+    ApiHealth, AvailabilitySoFar, HostPlacement, KnownStart, NodeObservation, NodeReadiness,
+    Observation, StoppedProcess, place_host,
 };
 pub use convert::{HOSTNAME_LABEL, IDENTITY_LABEL, IDENTITY_LABEL_VALUE};
 pub use daemonsets::{BackupObservation, DaemonSetCounters, DaemonSetObservation};

@@ -216,6 +216,7 @@ mod tests {
                     version: OLD.to_string(),
                 })
                 .collect(),
+            api_usage: None,
         }
     }
 

@@ -24,6 +24,7 @@ fn cluster(nodes: usize, change: impl Fn(Component, World) -> World) -> ClusterO
                 version: OLD.to_string(),
             })
             .collect(),
+        api_usage: None,
     }
 }
 

@@ -280,3 +280,101 @@ proptest! {
         prop_assert!(findings(component, &[arg], m(21)).is_empty());
     }
 }
+
+mod apis {
+    use crate::removals::apis::{
+        REMOVED_APIS, RequestedApi, removed_between, requested_deprecated_apis,
+    };
+    use crate::removals::{NEWEST_KNOWN, m};
+
+    #[test]
+    fn each_removed_version_is_listed_once_with_a_source_a_replacement_and_a_known_release() {
+        for (i, api) in REMOVED_APIS.iter().enumerate() {
+            assert!(!api.source.is_empty() && !api.instead.is_empty() && !api.resources.is_empty());
+            assert!(api.removed_in <= NEWEST_KNOWN, "{}", api.group_version());
+            assert!(
+                REMOVED_APIS[i + 1..]
+                    .iter()
+                    .all(|other| other.group_version() != api.group_version()),
+                "{} twice",
+                api.group_version()
+            );
+        }
+    }
+
+    #[test]
+    fn an_upgrade_removes_what_the_releases_after_the_current_one_up_to_the_target_stop_serving() {
+        let names = |current: u64, target: u64| -> Vec<String> {
+            removed_between(m(current), m(target))
+                .map(|api| api.group_version())
+                .collect()
+        };
+        assert_eq!(names(31, 32), ["flowcontrol.apiserver.k8s.io/v1beta3"]);
+        assert_eq!(
+            names(28, 32),
+            [
+                "flowcontrol.apiserver.k8s.io/v1beta2",
+                "flowcontrol.apiserver.k8s.io/v1beta3"
+            ]
+        );
+        assert!(
+            names(32, 35).is_empty(),
+            "what 1.32 removed is gone already"
+        );
+        assert!(names(33, 33).is_empty());
+    }
+
+    #[test]
+    fn requested_deprecated_apis_are_read_from_the_metrics_exposition() {
+        let metrics = r#"
+# HELP apiserver_requested_deprecated_apis [STABLE] Gauge of deprecated APIs that have been requested, broken out by API group, version, resource, subresource, and removed_release.
+# TYPE apiserver_requested_deprecated_apis gauge
+apiserver_requested_deprecated_apis{group="flowcontrol.apiserver.k8s.io",removed_release="1.32",resource="flowschemas",subresource="",version="v1beta3"} 1
+apiserver_requested_deprecated_apis{group="flowcontrol.apiserver.k8s.io",removed_release="1.32",resource="flowschemas",subresource="",version="v1beta3"} 1
+apiserver_requested_deprecated_apis{group="example.com",removed_release="",resource="widgets",subresource="status",version="v1alpha1"} 1
+apiserver_requested_deprecated_apis{group="old.example.com",removed_release="1.40",resource="gadgets",subresource="",version="v1"} 0
+apiserver_requested_deprecated_apis{group="broken",resource="x" 1
+apiserver_request_total{code="200",group="",resource="pods",verb="LIST",version="v1"} 12
+"#;
+        let requested = requested_deprecated_apis(metrics);
+        assert_eq!(
+            requested,
+            vec![
+                RequestedApi {
+                    group: "example.com".into(),
+                    version: "v1alpha1".into(),
+                    resource: "widgets".into(),
+                    subresource: Some("status".into()),
+                    removed_in: None,
+                },
+                RequestedApi {
+                    group: "flowcontrol.apiserver.k8s.io".into(),
+                    version: "v1beta3".into(),
+                    resource: "flowschemas".into(),
+                    subresource: None,
+                    removed_in: Some(m(32)),
+                },
+            ]
+        );
+        assert_eq!(
+            requested[1].qualified(),
+            "flowschemas.v1beta3.flowcontrol.apiserver.k8s.io"
+        );
+        assert_eq!(
+            requested[0].qualified(),
+            "widgets/status.v1alpha1.example.com"
+        );
+    }
+
+    #[test]
+    fn escaped_label_values_are_read_whole() {
+        let metrics = r#"apiserver_requested_deprecated_apis{group="a\"b",removed_release="v1.32",resource="r\\s",subresource="",version="v1"} 1"#;
+        let requested = requested_deprecated_apis(metrics);
+        assert_eq!(requested.len(), 1);
+        assert_eq!(
+            (requested[0].group.as_str(), requested[0].resource.as_str()),
+            ("a\"b", "r\\s")
+        );
+        assert_eq!(requested[0].removed_in, Some(m(32)));
+    }
+}

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::observation::AvailabilitySoFar;
+
 /// What the operator allows (`--max-unavailable-seconds`, `--max-failed-probes`); a bound
 /// left out is not checked.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -14,17 +16,6 @@ pub struct AvailabilityBudget {
     pub max_unavailable: Option<Duration>,
     /// How many probes may fail in all.
     pub max_failed_probes: Option<u32>,
-}
-
-/// What the engine's probes of the API saw so far while it upgraded this component: a probe
-/// that fails is one with no answer, or not ready for any reason but an apiserver's drain.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct AvailabilitySoFar {
-    /// Failed probes.
-    pub failed_probes: u32,
-    /// The longest stretch from a failed probe to the next one that did not fail (or to now,
-    /// while it lasts), in seconds.
-    pub longest_unavailable_seconds: f64,
 }
 
 /// How the budget was exceeded.

@@ -16,7 +16,7 @@ mod tests;
 
 use serde::Serialize;
 
-pub use budget::{AvailabilityBudget, AvailabilitySoFar, BudgetOverrun};
+pub use budget::{AvailabilityBudget, BudgetOverrun};
 pub use placement::places_on;
 pub use signals::{
     CRASH_LOOP_REASONS, FailureSignal, IMAGE_FAILURE_REASONS, OUTAGE_SETTLE, SignalPolicy,

@@ -73,6 +73,7 @@ pub(crate) fn error_response(err: &ApiError) -> Response {
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/version", get(version))
+        .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
@@ -88,6 +89,20 @@ pub(crate) fn router(state: AppState) -> Router {
         .fallback(api)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
+}
+
+/// `/metrics` in the Prometheus text format. Of a kube-apiserver's metrics it carries the one
+/// upgrade preflight reads, `apiserver_requested_deprecated_apis`: with no series, since the
+/// simulator serves no deprecated API version for a client to request. Who may read it is
+/// RBAC's decision, as on a real apiserver (the non-resource URL `/metrics`).
+async fn metrics() -> Response {
+    respond::text(
+        200,
+        "# HELP apiserver_requested_deprecated_apis [STABLE] Gauge of deprecated APIs that have \
+         been requested, broken out by API group, version, resource, subresource, and \
+         removed_release.\n# TYPE apiserver_requested_deprecated_apis gauge\n"
+            .to_string(),
+    )
 }
 
 async fn version(State(app): State<AppState>) -> Response {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use selfhost_core::Component;
+use selfhost_core::observation::AvailabilitySoFar;
 use selfhost_core::pivot::{Step, Target, Watch, next_step};
-use selfhost_core::rollout::AvailabilitySoFar;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
