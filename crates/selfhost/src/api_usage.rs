@@ -34,7 +34,12 @@ pub async fn read(client: &kube::Client, current: MinorVersion, target: MinorVer
     let mut served = Vec::new();
     let mut unlisted = Vec::new();
     for (group_version, resources, instead) in removed_versions(current, target) {
-        let base = format!("/apis/{group_version}");
+        // The core group is served under /api, every other group under /apis.
+        let base = if group_version.contains('/') {
+            format!("/apis/{group_version}")
+        } else {
+            format!("/api/{group_version}")
+        };
         let discovery = match get(client, &base).await {
             Ok(text) => serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
             Err(e) if is_not_found(&e) => continue,
