@@ -17,7 +17,7 @@ mod tests;
 pub use api_fronts::api_fronts_check;
 pub use checkpointers::checkpointers_check;
 pub use flags::{flags_and_gates, flags_and_gates_clean};
-pub use removed_apis::{ApiUsage, ServedObjects, removed_versions};
+pub use removed_apis::{ApiUsage, ServedObjects};
 
 use std::collections::BTreeMap;
 
@@ -31,7 +31,7 @@ use crate::observation::{DaemonSetObservation, NodeReadiness, Observation};
 use crate::pivot::{UPDATE_STARTED_AT, template_applied};
 use crate::rollout::{CRASH_LOOP_REASONS, rollout_progress, stuck};
 use crate::skew::{self, ApiServerVersion, KubeletVersion, SkewFlags, SkewInput, SupportedRange};
-use crate::version::KubeVersion;
+use crate::version::{KubeVersion, MinorVersion};
 
 /// Everything preflight looks at.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +47,16 @@ pub struct ClusterObservation {
 }
 
 impl ClusterObservation {
+    /// The release line of the oldest kube-apiserver, or `otherwise` when none reported one:
+    /// what an upgrade starts from.
+    pub fn oldest_apiserver_minor(&self, otherwise: MinorVersion) -> MinorVersion {
+        self.apiserver_versions
+            .iter()
+            .map(|a| a.version.minor_version())
+            .min()
+            .unwrap_or(otherwise)
+    }
+
     fn component(&self, component: Component) -> Option<&Observation> {
         self.components.iter().find(|o| o.component == component)
     }

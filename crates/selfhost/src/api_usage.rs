@@ -2,8 +2,8 @@
 //! APIs its clients requested (`/metrics`), and the objects kept in each API version the
 //! target stops serving that the cluster still serves.
 
-use selfhost_core::preflight::{ApiUsage, ServedObjects, removed_versions};
-use selfhost_core::removals::apis::requested_deprecated_apis;
+use selfhost_core::preflight::{ApiUsage, ServedObjects};
+use selfhost_core::removals::apis::{removed_between, requested_deprecated_apis};
 use selfhost_core::version::MinorVersion;
 use serde_json::Value;
 
@@ -33,7 +33,8 @@ pub async fn read(client: &kube::Client, current: MinorVersion, target: MinorVer
         .map_err(|e| format!("GET /metrics: {}", describe(&e)));
     let mut served = Vec::new();
     let mut unlisted = Vec::new();
-    for (group_version, resources, instead) in removed_versions(current, target) {
+    for api in removed_between(current, target) {
+        let group_version = api.group_version();
         // The core group is served under /api, every other group under /apis.
         let base = if group_version.contains('/') {
             format!("/apis/{group_version}")
@@ -53,7 +54,7 @@ pub async fn read(client: &kube::Client, current: MinorVersion, target: MinorVer
                 .as_array()
                 .is_some_and(|all| all.iter().any(|r| r["name"] == resource))
         };
-        for resource in resources.iter().filter(|r| listed_by_discovery(r)) {
+        for resource in api.resources.iter().filter(|r| listed_by_discovery(r)) {
             let path = format!("{base}/{resource}?limit={LIST_LIMIT}");
             let list = match get(client, &path).await {
                 Ok(list) => list,
@@ -73,7 +74,7 @@ pub async fn read(client: &kube::Client, current: MinorVersion, target: MinorVer
                     resource: (*resource).to_string(),
                     objects,
                     more,
-                    instead: instead.clone(),
+                    instead: api.instead.to_string(),
                 });
             }
         }

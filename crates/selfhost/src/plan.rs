@@ -140,14 +140,9 @@ pub async fn make_plan(
     policy: &RetryPolicy,
 ) -> Result<(Plan, Targets, ClusterObservation), PlanError> {
     let mut cluster = observer.cluster(policy).await?;
-    let current = cluster
-        .apiserver_versions
-        .iter()
-        .map(|a| a.version.minor_version())
-        .min()
-        .unwrap_or_else(|| request.version.minor_version());
-    cluster.api_usage =
-        Some(crate::api_usage::read(client, current, request.version.minor_version()).await);
+    let target = request.version.minor_version();
+    let current = cluster.oldest_apiserver_minor(target);
+    cluster.api_usage = Some(crate::api_usage::read(client, current, target).await);
     let live: BTreeMap<Component, _> = cluster
         .components
         .iter()

@@ -12,7 +12,6 @@ use serde::Serialize;
 
 use super::{CheckId, ClusterObservation, PreflightTarget, Report, Verdict};
 use crate::removals::apis::{REMOVED_APIS, RequestedApi, removed_between};
-use crate::version::MinorVersion;
 
 /// What the engine read of the cluster's use of API versions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -60,12 +59,7 @@ pub(super) fn check(report: &mut Report, cluster: &ClusterObservation, target: &
         return;
     };
     let target_minor = target.version.minor_version();
-    let current = cluster
-        .apiserver_versions
-        .iter()
-        .map(|a| a.version.minor_version())
-        .min()
-        .unwrap_or(target_minor);
+    let current = cluster.oldest_apiserver_minor(target_minor);
     let force = target.flags.force;
     // Each finding: its verdict, what was found, and the fix.
     let mut findings: Vec<(Verdict, String, String)> = Vec::new();
@@ -153,22 +147,12 @@ pub(super) fn check(report: &mut Report, cluster: &ClusterObservation, target: &
     }
 }
 
-/// The versions of [`removed_between`] `current` and `target`, as `(group/version, resources,
-/// instead)`: what the engine lists to fill [`ApiUsage::served`].
-pub fn removed_versions(
-    current: MinorVersion,
-    target: MinorVersion,
-) -> Vec<(String, &'static [&'static str], String)> {
-    removed_between(current, target)
-        .map(|api| (api.group_version(), api.resources, api.instead.to_string()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::observation::builder::version;
     use crate::skew::{ApiServerVersion, SUPPORTED_VERSIONS, SkewFlags};
+    use crate::version::MinorVersion;
 
     fn flowschemas(removed: Option<&str>) -> RequestedApi {
         RequestedApi {
