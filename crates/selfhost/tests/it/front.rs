@@ -354,10 +354,13 @@ async fn a_backend_failing_readyz_gets_no_new_connections_and_keeps_its_open_one
 async fn a_backend_that_stops_without_warning_costs_no_new_connection() {
     let bed = Arc::new(bed(Duration::from_secs(2)).await);
     let stop = CancellationToken::new();
+    // Both backends are judged healthy first, then b goes: the next connection to it is
+    // refused and passed to a at once, before a check sees b gone.
+    bed.wait_for("both backends healthy", |events| {
+        healthy(events, &bed.a) && healthy(events, &bed.b)
+    })
+    .await;
     let (probes, _) = probe_loop(&bed, stop.clone());
-    // Let the loop reach both backends, then b goes: the next connection to it is refused and
-    // passed to a at once, before a check sees b gone.
-    tokio::time::sleep(Duration::from_millis(100)).await;
     bed.b.crash().await;
     for _ in 0..20 {
         assert_eq!(bed.version_once().await.as_deref(), Ok(A_VERSION));
@@ -366,7 +369,8 @@ async fn a_backend_that_stops_without_warning_costs_no_new_connection() {
     let results = probes.await.unwrap();
     let failures: Vec<_> = results.iter().filter(|r| r.is_err()).collect();
     assert!(failures.is_empty(), "failed probes: {failures:?}");
-    assert!(!healthy(&bed.events(), &bed.b));
+    bed.wait_for("b judged gone", |events| !healthy(events, &bed.b))
+        .await;
 }
 
 #[tokio::test]
