@@ -449,6 +449,10 @@ pub struct UpgradeFlags {
     /// prepull DaemonSet per component in kube-system and removes it, in every case.
     #[arg(long)]
     pub prepull: bool,
+    /// A control-plane certificate expiring within this many days is a warning (an expired one
+    /// always refuses).
+    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    pub certificate_warning_days: u32,
 }
 
 /// Arguments of `selfhost plan`.
@@ -601,6 +605,10 @@ pub struct NodeArgs {
     /// node is put back.
     #[arg(long, value_name = "DURATION", value_parser = deadline)]
     pub timeout: Option<Duration>,
+    /// A certificate of what runs on the node expiring within this many days is a warning (an
+    /// expired one refuses).
+    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    pub certificate_warning_days: u32,
 }
 
 /// Arguments of `selfhost sim`.

@@ -4,6 +4,7 @@
 //! manifests it writes and the policies it enforces can be tested table-driven.
 
 pub mod backup;
+pub mod certificates;
 pub mod checkpoint;
 pub mod command_line;
 pub mod component;

@@ -6,6 +6,7 @@
 //! converged: `apply` resumes it.
 
 mod api_fronts;
+mod certificates;
 mod checkpointers;
 mod flags;
 mod removed_apis;
@@ -15,6 +16,7 @@ mod shape;
 mod tests;
 
 pub use api_fronts::api_fronts_check;
+pub use certificates::{DEFAULT_CERTIFICATE_WARNING, certificate_checks};
 pub use checkpointers::checkpointers_check;
 pub use flags::{flags_and_gates, flags_and_gates_clean};
 pub use removed_apis::{ApiUsage, ServedObjects};
@@ -44,6 +46,8 @@ pub struct ClusterObservation {
     pub kubelets: Vec<KubeletVersion>,
     /// Which API versions are in use, for the `removed-apis` check (`None`: not read).
     pub api_usage: Option<ApiUsage>,
+    /// The certificates the templates read, for the `certificates` check (`None`: not read).
+    pub certificates: Option<crate::certificates::CertificatesObserved>,
 }
 
 impl ClusterObservation {
@@ -78,6 +82,9 @@ pub struct PreflightTarget {
     pub accept_downtime: bool,
     /// The supported versions ([`skew::SUPPORTED_VERSIONS`] outside tests).
     pub supported: SupportedRange,
+    /// A certificate expiring within this warns ([`DEFAULT_CERTIFICATE_WARNING`] unless
+    /// `--certificate-warning-days`).
+    pub certificate_warning: std::time::Duration,
 }
 
 /// The checks, each with a stable kebab-case id.
@@ -117,6 +124,9 @@ pub enum CheckId {
     /// No client requests, and no object is kept in, an API version the target stops serving
     /// (see `preflight/removed_apis.rs`).
     RemovedApis,
+    /// Every certificate the templates read is valid, and not about to expire (see
+    /// `preflight/certificates.rs`).
+    Certificates,
 }
 
 impl CheckId {
@@ -136,6 +146,7 @@ impl CheckId {
             CheckId::ApiFronts => "api-fronts",
             CheckId::FlagsAndGates => "flags-and-gates",
             CheckId::RemovedApis => "removed-apis",
+            CheckId::Certificates => "certificates",
         }
     }
 }
@@ -226,6 +237,7 @@ pub fn preflight(cluster: &ClusterObservation, target: &PreflightTarget) -> Pref
     version_skew(&mut report, cluster, target);
     flags::check(&mut report, cluster, target);
     removed_apis::check(&mut report, cluster, target);
+    certificates::check(&mut report, cluster, target);
     for component in Component::ALL {
         disruption(&mut report, cluster, target, component);
     }

@@ -20,6 +20,7 @@ pub mod gc;
 pub mod kubeconfig;
 pub mod metrics;
 pub mod names;
+pub mod node_pki;
 pub mod resources;
 pub mod selector;
 pub mod server;

@@ -121,6 +121,7 @@ async fn run(nodes: usize, show_profile: bool) -> (Duration, Duration, u64) {
         config_file: None,
         flags: SkewFlags::default(),
         accept_downtime: false,
+        certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
     };
     let (_, targets, _) = make_plan(
         &mut observer,

@@ -19,6 +19,7 @@ mod access;
 mod api_call;
 mod api_usage;
 mod api_write;
+mod certificates;
 mod checkpoint;
 mod client;
 mod cluster;
@@ -105,6 +106,7 @@ pub use target::{TargetError, Targets, TemplateSource};
 pub use upgrade::{ApplyOptions, RunOutcome, RunReport, apply};
 pub use upgrade::{ExecuteError, ExecuteOptions};
 
+pub use selfhost_core::certificates::CertificateContent;
 /// The domain's words from `selfhost-core` that the front door speaks in.
 pub use selfhost_core::checkpoint::{
     CHECKPOINTER_MANIFEST, CHECKPOINTER_NAME, CheckpointPolicy, CheckpointStep, CheckpointTuning,
@@ -121,7 +123,7 @@ pub use selfhost_core::front::{
 };
 pub use selfhost_core::observation::ApiHealth;
 pub use selfhost_core::pivot::{DEFAULT_DEADLINE as DEFAULT_UPGRADE_DEADLINE, PivotOptions};
-pub use selfhost_core::preflight::{Check, Verdict};
+pub use selfhost_core::preflight::{Check, DEFAULT_CERTIFICATE_WARNING, Verdict};
 pub use selfhost_core::prepull::{DEFAULT_PREPULL_DEADLINE, PREPULL_LABEL, PrepullOutcome};
 pub use selfhost_core::render::to_yaml;
 pub use selfhost_core::rollout::AvailabilityBudget;

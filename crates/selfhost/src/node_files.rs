@@ -171,6 +171,12 @@ impl NodeFiles {
         Self::read_pod(&self.manifest_path(component))
     }
 
+    /// etcd's static pod manifest (kubeadm's `etcd.yaml`), if this node runs etcd: read for
+    /// its certificates.
+    pub fn etcd(&self) -> Result<Option<Pod>, FilesError> {
+        Self::read_pod(&self.manifests_dir.join("etcd.yaml"))
+    }
+
     /// The manifest of `component` in the backup directory, if there is one.
     pub fn backup(&self, component: Component) -> Result<Option<Pod>, FilesError> {
         Self::read_pod(&self.backup_path(component))

@@ -419,6 +419,7 @@ impl Observer {
             apiserver_versions,
             kubelets,
             api_usage: None,
+            certificates: None,
         })
     }
 }

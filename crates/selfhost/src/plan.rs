@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use selfhost_core::Component;
+use selfhost_core::certificates::CertificatesObserved;
 use selfhost_core::config::ClusterConfig;
 use selfhost_core::disruption::{ClusterShape, ExpectedDisruption, expected_disruption};
 use selfhost_core::observation::Observation;
@@ -34,6 +35,8 @@ pub struct PlanRequest {
     pub flags: SkewFlags,
     /// `--accept-downtime`.
     pub accept_downtime: bool,
+    /// `--certificate-warning-days`, as a duration.
+    pub certificate_warning: std::time::Duration,
 }
 
 /// One pod of a component as it runs now.
@@ -89,6 +92,8 @@ pub struct Plan {
     pub proceeds: bool,
     /// One entry per component, in upgrade order.
     pub components: Vec<ComponentPlan>,
+    /// The certificates the target templates read, with their dates (no key material).
+    pub certificates: CertificatesObserved,
 }
 
 /// Why no plan could be made.
@@ -179,6 +184,13 @@ pub async fn make_plan(
         },
         Err(e) => return Err(e.into()),
     };
+    let sources = crate::certificates::Sources {
+        client,
+        host_root: None,
+        policy,
+    };
+    let certificates = crate::certificates::read_templates(sources, &targets.templates).await;
+    cluster.certificates = Some(certificates.clone());
     let report = preflight(
         &cluster,
         &PreflightTarget {
@@ -191,6 +203,7 @@ pub async fn make_plan(
             flags: request.flags,
             accept_downtime: request.accept_downtime,
             supported: SUPPORTED_VERSIONS,
+            certificate_warning: request.certificate_warning,
         },
     );
     let mut components = Vec::new();
@@ -240,6 +253,7 @@ pub async fn make_plan(
         proceeds: report.allows(),
         preflight: report,
         components,
+        certificates,
     };
     Ok((plan, targets, cluster))
 }

@@ -13,7 +13,7 @@ use kube::Api;
 use selfhost_core::Component;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::config::{CONFIGMAP_KEY, CONFIGMAP_NAME, ClusterConfig, ConfigError};
-use selfhost_core::control_plane::{K8S_CERTS_VOLUME, NodeContext, static_pod};
+use selfhost_core::control_plane::{K8S_CERTS_VOLUME, KUBECONFIG_VOLUME, NodeContext, static_pod};
 use selfhost_core::daemonset::{CertsError, DaemonSetOptions, build_daemonset};
 use selfhost_core::live_target::{keep_front, live_target};
 use selfhost_core::observation::DaemonSetObservation;
@@ -91,14 +91,16 @@ pub struct Targets {
     pub templates: BTreeMap<Component, PodTemplateSpec>,
 }
 
-/// Whether a live template mounts its certificates from Secrets (then the target must too).
+/// Whether a live template mounts its certificates or its kubeconfig from Secrets (then the
+/// target must too). The scheduler mounts only its kubeconfig.
 fn certs_in_secrets(live: Option<&DaemonSetObservation>) -> bool {
     live.and_then(|ds| ds.template.spec.as_ref())
         .and_then(|spec| spec.volumes.as_ref())
         .is_some_and(|volumes| {
-            volumes
-                .iter()
-                .any(|v| v.name == K8S_CERTS_VOLUME && v.projected.is_some())
+            volumes.iter().any(|v| {
+                (v.name == K8S_CERTS_VOLUME && v.projected.is_some())
+                    || (v.name == KUBECONFIG_VOLUME && v.secret.is_some())
+            })
         })
 }
 
@@ -210,6 +212,26 @@ mod tests {
         let mut ds = daemonset(template);
         layout.annotate(&mut ds);
         DaemonSetObservation::from_daemonset(&ds, &[])
+    }
+
+    /// Each component mounting its files from Secrets keeps them there in the target rendered
+    /// from the kubeadm configuration: the scheduler, which mounts only its kubeconfig, too.
+    #[test]
+    fn targets_from_the_configuration_keep_files_in_secrets_for_every_component() {
+        let from = KubeVersion::parse("v1.33.1").expect("version");
+        let to = KubeVersion::parse("v1.34.0").expect("version");
+        let config = ClusterConfig::default_for(&from);
+        for component in Component::ALL {
+            let pod = static_pod(component, &config, &NodeContext::default(), &from);
+            let options = DaemonSetOptions {
+                certs_in_secrets: true,
+            };
+            let ds = build_daemonset(component, &pod, &options).expect("a DaemonSet");
+            let live = DaemonSetObservation::from_daemonset(&ds, &[]);
+            let target = render_from_config(component, &config, &to, Some(&live)).expect("target");
+            let diff = template_diff(&live.template, &target).expect("a diff");
+            assert!(!diff.contains("hostPath"), "{component}: {diff}");
+        }
     }
 
     /// From a kubeadm configuration (which renders the kube-apiserver on every address) and

@@ -96,6 +96,7 @@ fn request_from(
     request.config_file = config_file;
     request.dry_run = args.dry_run;
     request.deadline = deadline;
+    request.certificate_warning = super::plan::days(args.certificate_warning_days);
     Ok(request)
 }
 
@@ -139,6 +140,10 @@ fn render_plan(plan: &ConversionPlan, checkpointer: bool, front: Option<&FrontRe
              on a single node the API is down for that one pod start (measured and printed). \
              The DaemonSet pod then serves beside it before it stops.\n",
         );
+    }
+    if !plan.certificates.is_empty() {
+        text.push_str("\nCertificates:\n");
+        text.push_str(&super::plan::check_lines(&plan.certificates));
     }
     if checkpointer {
         let node = &plan.node;

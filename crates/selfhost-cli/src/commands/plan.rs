@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use selfhost::{
-    ApiImpact, Check, Command, DEFAULT_PREPULL_DEADLINE, KubeVersion, Plan, PlanRequest, SkewFlags,
-    Verdict,
+    ApiImpact, CertificateContent, Check, Command, DEFAULT_PREPULL_DEADLINE, KubeVersion, Plan,
+    PlanRequest, SkewFlags, Verdict,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -38,7 +38,89 @@ pub fn request(
             force: flags.force,
         },
         accept_downtime: flags.accept_downtime,
+        certificate_warning: days(flags.certificate_warning_days),
     })
+}
+
+/// Checks as lines: the mark, the id, the component, what was found, and under a warning or
+/// failure its fix.
+pub fn check_lines(checks: &[Check]) -> String {
+    let mut out = String::new();
+    for check in checks {
+        let mark = match check.verdict {
+            Verdict::Pass => "PASS",
+            Verdict::Warn => "WARN",
+            Verdict::Fail => "FAIL",
+            Verdict::NotRun => "SKIP",
+        };
+        let scope = check
+            .component
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  {mark}  {}{scope}: {}\n",
+            check.id.id(),
+            check.message
+        ));
+        if let (Some(fix), Verdict::Warn | Verdict::Fail) = (&check.fix, check.verdict) {
+            out.push_str(&format!("        fix: {fix}\n"));
+        }
+    }
+    out
+}
+
+/// A number of days (`--certificate-warning-days`) as a duration.
+pub fn days(days: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(u64::from(days) * 24 * 3600)
+}
+
+/// The certificates the target templates read, one row per certificate with its dates: the
+/// table `kubeadm certs check-expiration` shows, for what the templates mount.
+fn certificates_table(plan: &Plan) -> String {
+    let observed = &plan.certificates;
+    let mut rows = Vec::new();
+    for reading in &observed.readings {
+        let kept = reading.file.source.to_string();
+        match &reading.content {
+            CertificateContent::Read { certificates } => {
+                for c in certificates {
+                    let days = (c.not_after.as_second() - observed.at.as_second()) / (24 * 3600);
+                    rows.push(vec![
+                        reading.file.path.clone(),
+                        kept.clone(),
+                        c.subject.clone(),
+                        c.not_after.strftime("%Y-%m-%d").to_string(),
+                        if days < 0 {
+                            "expired".into()
+                        } else {
+                            format!("{days}d")
+                        },
+                    ]);
+                }
+            }
+            CertificateContent::Unreadable { .. } => rows.push(vec![
+                reading.file.path.clone(),
+                kept,
+                "(unreadable)".into(),
+                "-".into(),
+                "-".into(),
+            ]),
+            CertificateContent::OnNodes => rows.push(vec![
+                reading.file.path.clone(),
+                kept,
+                "(on the nodes)".into(),
+                "-".into(),
+                "-".into(),
+            ]),
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nCertificates the target templates read:\n{}",
+        ui::table(&["FILE", "KEPT IN", "SUBJECT", "EXPIRES", "LEFT"], &rows)
+    )
 }
 
 fn impact(api: &ApiImpact) -> String {
@@ -87,24 +169,7 @@ pub fn render_text(plan: &Plan, verbose: bool) -> String {
             }
             continue;
         }
-        let mark = match check.verdict {
-            Verdict::Pass => "PASS",
-            Verdict::Warn => "WARN",
-            Verdict::Fail => "FAIL",
-            Verdict::NotRun => "SKIP",
-        };
-        let scope = check
-            .component
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "  {mark}  {}{scope}: {}\n",
-            check.id.id(),
-            check.message
-        ));
-        if let (Some(fix), Verdict::Warn | Verdict::Fail) = (&check.fix, check.verdict) {
-            out.push_str(&format!("        fix: {fix}\n"));
-        }
+        out.push_str(&check_lines(std::slice::from_ref(check)));
     }
     // The table's own header names it.
     out.push('\n');
@@ -169,6 +234,7 @@ pub fn render_text(plan: &Plan, verbose: bool) -> String {
             }
         }
     }
+    out.push_str(&certificates_table(plan));
     for c in plan.components.iter().filter(|c| !c.diff.is_empty()) {
         out.push_str(&format!(
             "\nTemplate diff of {} (live → target):\n{}",

@@ -3,6 +3,7 @@
 
 mod budget;
 mod campaign;
+mod certificates;
 mod checkpoint;
 mod checkpoint_grant;
 mod checkpointed;

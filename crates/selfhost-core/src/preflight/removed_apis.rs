@@ -176,6 +176,7 @@ mod tests {
             }],
             kubelets: Vec::new(),
             api_usage: Some(usage),
+            certificates: None,
         };
         let target = PreflightTarget {
             version: version(to),
@@ -187,6 +188,7 @@ mod tests {
             },
             accept_downtime: false,
             supported: SUPPORTED_VERSIONS,
+            certificate_warning: crate::preflight::DEFAULT_CERTIFICATE_WARNING,
         };
         let mut report = Report(Vec::new());
         check(&mut report, &cluster, &target);

@@ -217,6 +217,7 @@ mod tests {
                 })
                 .collect(),
             api_usage: None,
+            certificates: None,
         }
     }
 
@@ -234,6 +235,7 @@ mod tests {
             },
             accept_downtime: false,
             supported: SUPPORTED_VERSIONS,
+            certificate_warning: crate::preflight::DEFAULT_CERTIFICATE_WARNING,
         }
     }
 

@@ -25,6 +25,7 @@ fn cluster(nodes: usize, change: impl Fn(Component, World) -> World) -> ClusterO
             })
             .collect(),
         api_usage: None,
+        certificates: None,
     }
 }
 
@@ -39,6 +40,7 @@ fn target_to(v: &str) -> PreflightTarget {
         flags: SkewFlags::default(),
         accept_downtime: false,
         supported: SUPPORTED_VERSIONS,
+        certificate_warning: crate::preflight::DEFAULT_CERTIFICATE_WARNING,
     }
 }
 

@@ -78,6 +78,8 @@ pub struct ConvertRequest {
     /// the front is removed whatever this says; it lends its image when going to static fails
     /// and the front comes back.
     pub front: Option<FrontRequest>,
+    /// A certificate of what runs that expires within this warns; an expired one refuses.
+    pub certificate_warning: Duration,
 }
 
 impl ConvertRequest {
@@ -96,6 +98,7 @@ impl ConvertRequest {
             retry: RetryPolicy::default(),
             checkpointer: None,
             front: None,
+            certificate_warning: selfhost_core::preflight::DEFAULT_CERTIFICATE_WARNING,
         }
     }
 }

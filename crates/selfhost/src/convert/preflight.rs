@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use selfhost_core::Component;
@@ -14,7 +14,7 @@ use selfhost_core::conversion::decide::{
 };
 use selfhost_core::conversion::{permits_port_sharing, secret_files, self_hosted_daemonset};
 use selfhost_core::daemonset::DaemonSetOptions;
-use selfhost_core::preflight::{Verdict, flags_and_gates};
+use selfhost_core::preflight::{Check, Verdict, certificate_checks, flags_and_gates};
 use selfhost_core::version::image_version;
 use serde::Serialize;
 
@@ -64,6 +64,9 @@ pub struct ConversionPlan {
     pub config_source: ConfigSource,
     /// One entry per component, in order.
     pub components: Vec<ComponentPlan>,
+    /// The `certificates` check of what runs on the node (etcd's static pod included): an
+    /// expired certificate refuses, since a converted component would not come back.
+    pub certificates: Vec<Check>,
 }
 
 impl ConversionPlan {
@@ -73,6 +76,18 @@ impl ConversionPlan {
             .iter()
             .filter(|c| c.action == "refuse")
             .map(|c| format!("{}: {}", c.component, c.detail))
+            .chain(
+                self.certificates
+                    .iter()
+                    .filter(|c| c.verdict == Verdict::Fail)
+                    .map(|c| {
+                        format!(
+                            "certificates: {} (fix: {})",
+                            c.message,
+                            c.fix.as_deref().unwrap_or_default()
+                        )
+                    }),
+            )
             .collect()
     }
 
@@ -110,6 +125,7 @@ pub async fn plan(
     };
     let far = Timestamp::now() + Duration::from_secs(3600);
     let mut components = Vec::new();
+    let mut running_specs: Vec<(&'static str, PodSpec)> = Vec::new();
     for component in Component::ALL {
         let manifest = files.manifest(component)?;
         let backup = files.backup(component)?;
@@ -129,6 +145,9 @@ pub async fn plan(
                 None => manifest.clone(),
             },
         };
+        if let Some(spec) = running.as_ref().and_then(|p| p.spec.clone()) {
+            running_specs.push((component.name(), spec));
+        }
         let config_disagreements = match (&config, &running) {
             (Some(config), Some(running)) => disagreements(component, running, config),
             _ => Vec::new(),
@@ -177,12 +196,26 @@ pub async fn plan(
             config_disagreements,
         });
     }
+    if let Some(spec) = files.etcd()?.and_then(|p| p.spec) {
+        running_specs.push(("etcd", spec));
+    }
+    let sources = crate::certificates::Sources {
+        client,
+        host_root: Some(&request.host_root),
+        policy: &request.retry,
+    };
+    let observed = crate::certificates::read(
+        sources,
+        running_specs.iter().map(|(name, spec)| (*name, spec)),
+    )
+    .await;
     Ok(ConversionPlan {
         direction: request.direction,
         node: request.node.clone(),
         backup_dir: files.backup_dir.display().to_string(),
         config_source,
         components,
+        certificates: certificate_checks(&observed, request.certificate_warning),
     })
 }
 

@@ -150,6 +150,7 @@ pub async fn plan_for(sim: &selfhost_sim::SimCluster, to: &str) -> Planned {
         config_file: None,
         flags: Default::default(),
         accept_downtime: false,
+        certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
     };
     let (plan, targets, _) = selfhost::make_plan(
         &mut observer,

@@ -277,6 +277,7 @@ pub async fn plan_to(sim: &SimCluster, to: &str) -> (selfhost::Clients, Observer
         config_file: None,
         flags: SkewFlags::default(),
         accept_downtime: false,
+        certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
     };
     let (plan, targets, _) = make_plan(
         &mut observer,

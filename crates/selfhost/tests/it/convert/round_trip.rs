@@ -29,6 +29,7 @@ async fn upgrade(sim: &SimCluster, to: &str) {
         config_file: None,
         flags: SkewFlags::default(),
         accept_downtime: false,
+        certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
     };
     for attempt in 1..=2 {
         let mut observer = Observer::start(&clients);
