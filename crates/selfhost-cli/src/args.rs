@@ -453,6 +453,40 @@ pub struct UpgradeFlags {
     /// always refuses).
     #[arg(long, value_name = "DAYS", default_value_t = 30)]
     pub certificate_warning_days: u32,
+    /// How to reach etcd itself.
+    #[command(flatten)]
+    pub etcd: EtcdFlags,
+}
+
+/// etcd as the kube-apiserver reaches it, for the `etcd` check's per-member health and version
+/// and for `apply --etcd-snapshot`.
+#[derive(Debug, Args)]
+pub struct EtcdFlags {
+    /// etcd's client URLs, comma-separated: each member's /health and /version are read (else
+    /// etcd is judged by the kube-apiserver's /readyz/etcd and etcd's static pods).
+    #[arg(long, value_name = "URLS", value_delimiter = ',')]
+    pub etcd_endpoints: Option<Vec<String>>,
+    /// The etcd CA certificate.
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/etc/kubernetes/pki/etcd/ca.crt"
+    )]
+    pub etcd_cacert: PathBuf,
+    /// The client certificate etcd accepts (the kube-apiserver's).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/etc/kubernetes/pki/apiserver-etcd-client.crt"
+    )]
+    pub etcd_cert: PathBuf,
+    /// Its key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/etc/kubernetes/pki/apiserver-etcd-client.key"
+    )]
+    pub etcd_key: PathBuf,
 }
 
 /// Arguments of `selfhost plan`.
@@ -503,6 +537,11 @@ pub struct ApplyArgs {
     /// Write an HTML report of the run (pods per node, API health, steps) to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Take a snapshot of etcd into DIR after preflight and before the first change (from
+    /// --etcd-endpoints, else the kube-apiserver's --etcd-servers, with etcd's client
+    /// certificate); no snapshot, no upgrade.
+    #[arg(long, value_name = "DIR")]
+    pub etcd_snapshot: Option<PathBuf>,
     /// What the upgrade may do.
     #[command(flatten)]
     pub flags: UpgradeFlags,

@@ -14,6 +14,7 @@ pub mod conversion;
 pub mod daemonset;
 pub mod disruption;
 pub mod etcd;
+pub mod etcd_versions;
 pub mod front;
 pub mod live_target;
 pub mod node_fronts;

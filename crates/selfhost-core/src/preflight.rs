@@ -8,6 +8,7 @@
 mod api_fronts;
 mod certificates;
 mod checkpointers;
+mod etcd;
 mod flags;
 mod removed_apis;
 mod resumed_api;
@@ -18,6 +19,7 @@ mod tests;
 pub use api_fronts::api_fronts_check;
 pub use certificates::{DEFAULT_CERTIFICATE_WARNING, certificate_checks};
 pub use checkpointers::checkpointers_check;
+pub use etcd::{ApiserverEtcd, EtcdMember, EtcdObservation, EtcdPod};
 pub use flags::{flags_and_gates, flags_and_gates_clean};
 pub use removed_apis::{ApiUsage, ServedObjects};
 
@@ -48,6 +50,8 @@ pub struct ClusterObservation {
     pub api_usage: Option<ApiUsage>,
     /// The certificates the templates read, for the `certificates` check (`None`: not read).
     pub certificates: Option<crate::certificates::CertificatesObserved>,
+    /// What was seen of etcd, for the `etcd` check (`None`: not looked at).
+    pub etcd: Option<EtcdObservation>,
 }
 
 impl ClusterObservation {
@@ -127,6 +131,9 @@ pub enum CheckId {
     /// Every certificate the templates read is valid, and not about to expire (see
     /// `preflight/certificates.rs`).
     Certificates,
+    /// The etcd the kube-apiserver uses is healthy and its version suits the target (see
+    /// `preflight/etcd.rs`).
+    Etcd,
 }
 
 impl CheckId {
@@ -147,6 +154,7 @@ impl CheckId {
             CheckId::FlagsAndGates => "flags-and-gates",
             CheckId::RemovedApis => "removed-apis",
             CheckId::Certificates => "certificates",
+            CheckId::Etcd => "etcd",
         }
     }
 }
@@ -238,6 +246,7 @@ pub fn preflight(cluster: &ClusterObservation, target: &PreflightTarget) -> Pref
     flags::check(&mut report, cluster, target);
     removed_apis::check(&mut report, cluster, target);
     certificates::check(&mut report, cluster, target);
+    etcd::check(&mut report, cluster, target);
     for component in Component::ALL {
         disruption(&mut report, cluster, target, component);
     }

@@ -122,6 +122,7 @@ async fn run(nodes: usize, show_profile: bool) -> (Duration, Duration, u64) {
         flags: SkewFlags::default(),
         accept_downtime: false,
         certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
+        etcd: None,
     };
     let (_, targets, _) = make_plan(
         &mut observer,

@@ -152,8 +152,8 @@ async fn fetch(
             Err(format!("Secret kube-system/{name} does not exist"))
         }
         Err(e) if e.kind == FailureKind::Forbidden => Err(format!(
-            "this account may not get Secret kube-system/{name} (it holds a private key: run \
-             as selfhost-upgrader, whose role may)"
+            "this account may not get Secret kube-system/{name}: it holds a private key, and \
+             deploy/rbac.yaml grants it to selfhost-upgrader only (its selfhost-converter Role)"
         )),
         Err(e) => Err(e.to_string()),
     }

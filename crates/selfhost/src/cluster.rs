@@ -19,6 +19,8 @@ use crate::access;
 use crate::client::{ClientArgs, Clients, RequestCount};
 use crate::connect::{self, ConnectError};
 use crate::error::Error;
+use crate::etcd_client::EtcdAccess;
+use crate::etcd_snapshot::EtcdSnapshot;
 use crate::events::Events;
 use crate::observer::Observer;
 use crate::permission::{Permission, UPGRADER, VIEWER};
@@ -273,6 +275,18 @@ impl Cluster {
         .await?;
         record(plan, &outcome);
         Ok(())
+    }
+
+    /// Takes a snapshot of etcd into `dir` (`--etcd-snapshot`), before the first change.
+    ///
+    /// # Errors
+    /// Bad etcd flags, or no endpoint gave a whole, verified snapshot; nothing was changed.
+    pub async fn snapshot_etcd(
+        &self,
+        access: &EtcdAccess,
+        dir: &std::path::Path,
+    ) -> Result<EtcdSnapshot, Error> {
+        Ok(crate::etcd_snapshot::take(access, dir).await?)
     }
 
     /// Upgrades every component to `targets`, one after the other.

@@ -6,6 +6,7 @@ use crate::client::ClientError;
 use crate::config_file::ConfigFileError;
 use crate::connect::ConnectError;
 use crate::convert::ConvertError;
+use crate::etcd_snapshot::SnapshotError;
 use crate::front::FrontError;
 use crate::front::install::FrontInstallError;
 use crate::manifests::ManifestsError;
@@ -73,6 +74,9 @@ pub enum Error {
     /// The node's API front could not be installed or removed.
     #[error(transparent)]
     FrontPlacement(Box<FrontInstallError>),
+    /// `--etcd-snapshot` took no snapshot; nothing was changed.
+    #[error(transparent)]
+    EtcdSnapshot(Box<SnapshotError>),
 }
 
 impl Error {
@@ -109,6 +113,13 @@ impl Error {
                 FrontInstallError::Files(_) | FrontInstallError::Api(_) => ErrorKind::Failed,
                 _ => ErrorKind::Refused,
             },
+            Error::Plan(e) if matches!(**e, PlanError::EtcdAccess(_)) => ErrorKind::BadInput,
+            Error::EtcdSnapshot(e) => match **e {
+                SnapshotError::Access(_) | SnapshotError::NoEndpoint => ErrorKind::BadInput,
+                SnapshotError::Directory { .. } | SnapshotError::Failed { .. } => {
+                    ErrorKind::Refused
+                }
+            },
             Error::Plan(_) | Error::Prepull(_) | Error::Checkpointer(_) => ErrorKind::Failed,
         }
     }
@@ -138,6 +149,7 @@ caused_by! {
     InstallError => Checkpointer,
     FrontError => Front,
     FrontInstallError => FrontPlacement,
+    SnapshotError => EtcdSnapshot,
 }
 
 impl From<FilesError> for Error {

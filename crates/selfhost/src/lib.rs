@@ -29,6 +29,9 @@ mod connect;
 mod convert;
 mod driver;
 mod error;
+mod etcd_client;
+mod etcd_snapshot;
+mod etcd_status;
 mod events;
 mod front;
 mod health;
@@ -106,6 +109,7 @@ pub use target::{TargetError, Targets, TemplateSource};
 pub use upgrade::{ApplyOptions, RunOutcome, RunReport, apply};
 pub use upgrade::{ExecuteError, ExecuteOptions};
 
+pub use etcd_snapshot::{EtcdSnapshot, SnapshotError};
 pub use selfhost_core::certificates::CertificateContent;
 /// The domain's words from `selfhost-core` that the front door speaks in.
 pub use selfhost_core::checkpoint::{

@@ -420,6 +420,7 @@ impl Observer {
             kubelets,
             api_usage: None,
             certificates: None,
+            etcd: None,
         })
     }
 }

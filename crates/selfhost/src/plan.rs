@@ -10,6 +10,7 @@ use selfhost_core::certificates::CertificatesObserved;
 use selfhost_core::config::ClusterConfig;
 use selfhost_core::disruption::{ClusterShape, ExpectedDisruption, expected_disruption};
 use selfhost_core::observation::Observation;
+use selfhost_core::preflight::EtcdObservation;
 use selfhost_core::preflight::{ClusterObservation, PreflightReport, PreflightTarget, preflight};
 use selfhost_core::render::template_diff;
 use selfhost_core::skew::{SUPPORTED_VERSIONS, SkewFlags};
@@ -17,6 +18,7 @@ use selfhost_core::version::KubeVersion;
 use serde::Serialize;
 
 use crate::api_call::ApiCallError;
+use crate::etcd_client::{EtcdAccess, EtcdAccessError};
 use crate::observer::Observer;
 use crate::retry::RetryPolicy;
 use crate::target::{TargetError, Targets, TemplateSource, cluster_config, targets};
@@ -37,6 +39,9 @@ pub struct PlanRequest {
     pub accept_downtime: bool,
     /// `--certificate-warning-days`, as a duration.
     pub certificate_warning: std::time::Duration,
+    /// `--etcd-endpoints` and etcd's client certificate: each member is asked directly
+    /// (`None`: etcd is seen through the kube-apiserver and its static pods only).
+    pub etcd: Option<EtcdAccess>,
 }
 
 /// One pod of a component as it runs now.
@@ -94,6 +99,8 @@ pub struct Plan {
     pub components: Vec<ComponentPlan>,
     /// The certificates the target templates read, with their dates (no key material).
     pub certificates: CertificatesObserved,
+    /// What was seen of etcd.
+    pub etcd: EtcdObservation,
 }
 
 /// Why no plan could be made.
@@ -108,6 +115,9 @@ pub enum PlanError {
     /// Rendering a diff failed.
     #[error("cannot render the template diff: {0}")]
     Render(String),
+    /// The etcd flags cannot be used.
+    #[error(transparent)]
+    EtcdAccess(#[from] EtcdAccessError),
 }
 
 fn running(obs: &Observation) -> Vec<RunningPod> {
@@ -191,6 +201,10 @@ pub async fn make_plan(
     };
     let certificates = crate::certificates::read_templates(sources, &targets.templates).await;
     cluster.certificates = Some(certificates.clone());
+    let etcd =
+        crate::etcd_status::observe(client, &targets.templates, request.etcd.as_ref(), policy)
+            .await?;
+    cluster.etcd = Some(etcd.clone());
     let report = preflight(
         &cluster,
         &PreflightTarget {
@@ -254,6 +268,7 @@ pub async fn make_plan(
         preflight: report,
         components,
         certificates,
+        etcd,
     };
     Ok((plan, targets, cluster))
 }

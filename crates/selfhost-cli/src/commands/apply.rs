@@ -142,6 +142,39 @@ pub async fn run_traced(
         )
         .await?;
     }
+    if let Some(dir) = &args.etcd_snapshot {
+        let endpoints = args
+            .flags
+            .etcd
+            .etcd_endpoints
+            .clone()
+            .unwrap_or_else(|| plan.etcd.servers.clone());
+        let access = super::plan::etcd_access(&args.flags.etcd, endpoints);
+        if args.dry_run {
+            ui::say(format!(
+                "dry run: no etcd snapshot is taken (one would be written into {})",
+                dir.display()
+            ));
+        } else {
+            let snapshot = cluster.snapshot_etcd(&access, dir).await?;
+            if json {
+                ui::json_line(
+                    &serde_json::json!({"event": "etcd-snapshot", "snapshot": snapshot}),
+                )?;
+            } else {
+                ui::say(format!(
+                    "etcd snapshot: {} ({} bytes{}, from {}; its SHA-256 checked)",
+                    snapshot.path.display(),
+                    snapshot.bytes,
+                    snapshot
+                        .revision
+                        .map(|r| format!(", revision {r}"))
+                        .unwrap_or_default(),
+                    snapshot.endpoint
+                ));
+            }
+        }
+    }
     let printer = running.printer(Show {
         json,
         verb: "upgrading",

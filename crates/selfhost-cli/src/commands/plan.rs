@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 
 use selfhost::{
-    ApiImpact, CertificateContent, Check, Command, DEFAULT_PREPULL_DEADLINE, KubeVersion, Plan,
-    PlanRequest, SkewFlags, Verdict,
+    ApiImpact, CertificateContent, Check, Command, DEFAULT_PREPULL_DEADLINE, EtcdAccess,
+    KubeVersion, Plan, PlanRequest, SkewFlags, Verdict,
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{GlobalArgs, OutputFormat, PlanArgs, UpgradeFlags};
+use crate::args::{EtcdFlags, GlobalArgs, OutputFormat, PlanArgs, UpgradeFlags};
 use crate::exit::{CliError, Outcome};
 use crate::progress::Progress;
 use crate::ui;
@@ -39,7 +39,22 @@ pub fn request(
         },
         accept_downtime: flags.accept_downtime,
         certificate_warning: days(flags.certificate_warning_days),
+        etcd: flags
+            .etcd
+            .etcd_endpoints
+            .as_ref()
+            .map(|endpoints| etcd_access(&flags.etcd, endpoints.clone())),
     })
+}
+
+/// The etcd flags with `endpoints`.
+pub fn etcd_access(flags: &EtcdFlags, endpoints: Vec<String>) -> EtcdAccess {
+    EtcdAccess {
+        endpoints,
+        ca: flags.etcd_cacert.clone(),
+        cert: flags.etcd_cert.clone(),
+        key: flags.etcd_key.clone(),
+    }
 }
 
 /// Checks as lines: the mark, the id, the component, what was found, and under a warning or
@@ -78,6 +93,15 @@ pub fn days(days: u32) -> std::time::Duration {
 /// table `kubeadm certs check-expiration` shows, for what the templates mount.
 fn certificates_table(plan: &Plan) -> String {
     let observed = &plan.certificates;
+    // Files only on the nodes' disks are one line of the check already; a table of them
+    // would show no date.
+    if observed
+        .readings
+        .iter()
+        .all(|r| r.content == CertificateContent::OnNodes)
+    {
+        return String::new();
+    }
     let mut rows = Vec::new();
     for reading in &observed.readings {
         let kept = reading.file.source.to_string();

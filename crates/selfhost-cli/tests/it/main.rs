@@ -9,6 +9,7 @@ mod checkpoint_grant;
 mod checkpointed;
 mod convert;
 mod demo;
+mod etcd;
 mod front;
 mod front_install;
 mod hostile;

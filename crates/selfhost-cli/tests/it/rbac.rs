@@ -8,6 +8,7 @@
 //! operator's fix is outside the cluster's state. Exit 1 would claim a failure that was
 //! rolled back, and nothing was attempted.
 
+mod certificates;
 mod convert;
 mod deprecated_apis;
 mod fixture;

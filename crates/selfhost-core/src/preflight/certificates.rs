@@ -92,16 +92,23 @@ pub fn certificate_checks(observed: &CertificatesObserved, warning: Duration) ->
         }
     }
     if !on_nodes.is_empty() {
+        // The directories, not each file: kubeadm keeps them in two.
+        let mut dirs: Vec<&str> = on_nodes
+            .iter()
+            .map(|path| path.rsplit_once('/').map_or(*path, |(dir, _)| dir))
+            .collect();
+        dirs.sort_unstable();
+        dirs.dedup();
         report.add(
             CheckId::Certificates,
             None,
             Verdict::NotRun,
             format!(
-                "{} certificate file(s) are on the control-plane nodes' disks (hostPath), which \
-                 plan cannot read through the API: {}; check them on each control-plane node \
+                "{} certificate file(s) are on the control-plane nodes' disks (hostPath, in {}): \
+                 plan cannot read them through the API; check them on each control-plane node \
                  (`kubeadm certs check-expiration`)",
                 on_nodes.len(),
-                on_nodes.join(", ")
+                dirs.join(", ")
             ),
             None,
         );

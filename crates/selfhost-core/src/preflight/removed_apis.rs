@@ -177,6 +177,7 @@ mod tests {
             kubelets: Vec::new(),
             api_usage: Some(usage),
             certificates: None,
+            etcd: None,
         };
         let target = PreflightTarget {
             version: version(to),

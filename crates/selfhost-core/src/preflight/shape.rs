@@ -218,6 +218,7 @@ mod tests {
                 .collect(),
             api_usage: None,
             certificates: None,
+            etcd: None,
         }
     }
 

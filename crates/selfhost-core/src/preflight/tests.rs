@@ -6,7 +6,10 @@ use crate::observation::builder::{NEW, OLD, Pod, World, template, version};
 use crate::skew::SUPPORTED_VERSIONS;
 
 /// A healthy three-component cluster on [`OLD`]; `change` edits each component's world.
-fn cluster(nodes: usize, change: impl Fn(Component, World) -> World) -> ClusterObservation {
+pub(super) fn cluster(
+    nodes: usize,
+    change: impl Fn(Component, World) -> World,
+) -> ClusterObservation {
     ClusterObservation {
         components: Component::ALL
             .into_iter()
@@ -26,10 +29,11 @@ fn cluster(nodes: usize, change: impl Fn(Component, World) -> World) -> ClusterO
             .collect(),
         api_usage: None,
         certificates: None,
+        etcd: None,
     }
 }
 
-fn target_to(v: &str) -> PreflightTarget {
+pub(super) fn target_to(v: &str) -> PreflightTarget {
     PreflightTarget {
         version: version(v),
         templates: Component::ALL

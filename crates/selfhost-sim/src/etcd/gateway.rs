@@ -1,7 +1,10 @@
-//! etcd's JSON gateway, `POST /v3/kv/range` only: the store's objects under the keys the API
+//! etcd's JSON gateway, `POST /v3/kv/range`: the store's objects under the keys the API
 //! server gives them (`/registry/<resource>/<namespace>/<name>`), DaemonSets, Secrets and
 //! ConfigMaps as protobuf in the `k8s\0` envelope as a real kube-apiserver stores them by
-//! default, other kinds as JSON; resources marked encrypted as `k8s:enc:aescbc:v1:…`.
+//! default, other kinds as JSON; resources marked encrypted as `k8s:enc:aescbc:v1:…`. Also
+//! etcd's `/health` and `/version`, and `POST /v3/maintenance/snapshot`, streamed as etcd
+//! streams it: chunks of the data, then its SHA-256. The data is the key-values written one
+//! after the other (a length, the key, a length, the value), not etcd's bbolt file.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -23,7 +26,28 @@ pub(super) struct Gateway {
     pub store: Store,
     /// Resources (`secrets`) whose values are served as encrypted at rest.
     pub encrypted: Arc<Mutex<BTreeSet<String>>>,
+    /// The member's version and health, as tests set them.
+    pub member: Arc<Mutex<Member>>,
 }
+
+/// What `/version` and `/health` say.
+#[derive(Debug, Clone)]
+pub(super) struct Member {
+    pub version: String,
+    pub healthy: bool,
+}
+
+impl Default for Member {
+    fn default() -> Self {
+        Member {
+            version: "3.5.24".into(),
+            healthy: true,
+        }
+    }
+}
+
+/// The bytes of one snapshot chunk.
+const SNAPSHOT_CHUNK: usize = 32 * 1024;
 
 /// A gateway answer: the HTTP status and the JSON body.
 pub(super) struct Answer {
@@ -41,6 +65,29 @@ fn error(status: u16, code: u32, message: &str) -> Answer {
 impl Gateway {
     /// Answers one request.
     pub fn answer(&self, method: &str, path: &str, body: &[u8]) -> Answer {
+        let member = self.member.lock().map(|m| m.clone()).unwrap_or_default();
+        match (method, path) {
+            ("GET", "/version") => {
+                return Answer {
+                    status: 200,
+                    body: json!({"etcdserver": member.version, "etcdcluster": "3.5.0"}),
+                };
+            }
+            ("GET", "/health") => {
+                return if member.healthy {
+                    Answer {
+                        status: 200,
+                        body: json!({"health": "true", "reason": ""}),
+                    }
+                } else {
+                    Answer {
+                        status: 503,
+                        body: json!({"health": "false", "reason": "RAFT NO LEADER"}),
+                    }
+                };
+            }
+            _ => {}
+        }
         if path != "/v3/kv/range" {
             return error(404, 5, "Not Found");
         }
@@ -79,6 +126,36 @@ impl Gateway {
             body["kvs"] = Value::Array(kvs);
         }
         Answer { status: 200, body }
+    }
+
+    /// The snapshot stream's lines (one JSON object each, as the gateway streams a server
+    /// stream): the data in chunks, then its SHA-256 as the last chunk.
+    pub fn snapshot(&self) -> Vec<String> {
+        let mut data = Vec::new();
+        for (key, value) in self.pairs(PREFIX.as_bytes(), Some(&[0])) {
+            for part in [key, value] {
+                data.extend((part.len() as u64).to_be_bytes());
+                data.extend(part);
+            }
+        }
+        let hash = ring::digest::digest(&ring::digest::SHA256, &data);
+        let revision = self.store.revision().to_string();
+        let mut chunks: Vec<&[u8]> = data.chunks(SNAPSHOT_CHUNK).collect();
+        chunks.push(hash.as_ref());
+        let total: usize = chunks.iter().map(|c| c.len()).sum();
+        let mut sent = 0;
+        chunks
+            .into_iter()
+            .map(|chunk| {
+                sent += chunk.len();
+                json!({"result": {
+                    "header": {"revision": revision},
+                    "remaining_bytes": (total - sent).to_string(),
+                    "blob": STANDARD.encode(chunk),
+                }})
+                .to_string()
+            })
+            .collect()
     }
 
     /// The key-values in `[key, range_end)`, or the one at `key`.

@@ -3,8 +3,9 @@
 //! recover`). It is the store's other face, as etcd is the API server's: it answers whether or
 //! not any kube-apiserver runs, through power cuts and reboots of every node.
 //!
-//! Only `POST /v3/kv/range` is served (a key, or a range of keys); the values are what a
-//! kube-apiserver writes (see [`gateway`]).
+//! `POST /v3/kv/range` is served (a key, or a range of keys; the values are what a
+//! kube-apiserver writes), `/health`, `/version` and `POST /v3/maintenance/snapshot` (see
+//! [`gateway`]).
 
 mod encode;
 mod gateway;
@@ -65,6 +66,7 @@ pub struct SimEtcd {
     address: SocketAddr,
     files: EtcdClientFiles,
     encrypted: Arc<Mutex<BTreeSet<String>>>,
+    member: Arc<Mutex<gateway::Member>>,
     stop: CancellationToken,
     _dir: tempfile::TempDir,
 }
@@ -93,9 +95,11 @@ impl SimEtcd {
             .map_err(EtcdError::Listen)?;
         let address = listener.local_addr().map_err(EtcdError::Listen)?;
         let encrypted = Arc::new(Mutex::new(BTreeSet::new()));
+        let member = Arc::new(Mutex::new(gateway::Member::default()));
         let gateway = gateway::Gateway {
             store,
             encrypted: Arc::clone(&encrypted),
+            member: Arc::clone(&member),
         };
         let stop = CancellationToken::new();
         tokio::spawn(serve(
@@ -108,6 +112,7 @@ impl SimEtcd {
             address,
             files,
             encrypted,
+            member,
             stop,
             _dir: dir,
         })
@@ -128,6 +133,22 @@ impl SimEtcd {
     pub fn encrypt_at_rest(&self, resource: &str) {
         if let Ok(mut encrypted) = self.encrypted.lock() {
             encrypted.insert(resource.to_string());
+        }
+    }
+}
+
+impl SimEtcd {
+    /// The version `/version` reports (`3.5.24` unless set).
+    pub fn set_version(&self, version: &str) {
+        if let Ok(mut member) = self.member.lock() {
+            member.version = version.to_string();
+        }
+    }
+
+    /// Whether `/health` says the member is healthy (it is unless set).
+    pub fn set_healthy(&self, healthy: bool) {
+        if let Ok(mut member) = self.member.lock() {
+            member.healthy = healthy;
         }
     }
 }
@@ -171,10 +192,15 @@ async fn serve(
                             Ok(collected) => collected.to_bytes(),
                             Err(_) => Bytes::new(),
                         };
-                        let answer = gateway.answer(&method, &path, &body);
-                        let mut response =
-                            http::Response::new(Full::new(Bytes::from(answer.body.to_string())));
-                        *response.status_mut() = http::StatusCode::from_u16(answer.status)
+                        let (status, text) =
+                            if method == "POST" && path == "/v3/maintenance/snapshot" {
+                                (200, gateway.snapshot().join("\n"))
+                            } else {
+                                let answer = gateway.answer(&method, &path, &body);
+                                (answer.status, answer.body.to_string())
+                            };
+                        let mut response = http::Response::new(Full::new(Bytes::from(text)));
+                        *response.status_mut() = http::StatusCode::from_u16(status)
                             .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
                         response.headers_mut().insert(
                             http::header::CONTENT_TYPE,

@@ -211,3 +211,70 @@ async fn the_gateway_answers_clients_with_a_certificate_only() {
         .await;
     assert!(refused.is_err(), "no client certificate, no answer");
 }
+
+#[tokio::test]
+async fn health_version_and_a_snapshot_ending_with_its_hash_are_served() {
+    use base64::Engine;
+    let store = Store::new(StoreOptions::default());
+    store
+        .create(
+            &crate::resources::SECRETS,
+            "kube-system",
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "ca", "namespace": "kube-system"},
+                   "data": {"tls.crt": "Y2VydA=="}}),
+            &WriteOptions::default(),
+        )
+        .expect("created");
+    let etcd = SimEtcd::start(store).await.expect("etcd starts");
+    let client = client(&etcd, true).await;
+    let get = |path: &str| http::Request::get(path).body(Vec::new()).expect("request");
+
+    let version = client.request_text(get("/version")).await.expect("answered");
+    assert!(version.contains(r#""etcdserver":"3.5.24""#), "{version}");
+    etcd.set_version("3.6.9");
+    let version = client.request_text(get("/version")).await.expect("answered");
+    assert!(version.contains(r#""etcdserver":"3.6.9""#), "{version}");
+
+    let health = client.request_text(get("/health")).await.expect("healthy");
+    assert!(health.contains(r#""health":"true""#), "{health}");
+    etcd.set_healthy(false);
+    let sick = client
+        .send(
+            http::Request::get("/health")
+                .body(kube::client::Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(sick.status(), 503, "as etcd answers without a leader");
+
+    let stream = client
+        .request_text(
+            http::Request::post("/v3/maintenance/snapshot")
+                .body(b"{}".to_vec())
+                .expect("request"),
+        )
+        .await
+        .expect("streamed");
+    let mut bytes = Vec::new();
+    let mut remaining = Vec::new();
+    for line in stream.lines() {
+        let chunk: serde_json::Value = serde_json::from_str(line).expect("one JSON object a line");
+        let blob = chunk["result"]["blob"].as_str().expect("a blob");
+        bytes.extend(
+            base64::engine::general_purpose::STANDARD
+                .decode(blob)
+                .expect("base64"),
+        );
+        remaining.push(chunk["result"]["remaining_bytes"].clone());
+    }
+    assert_eq!(remaining.last(), Some(&json!("0")), "{remaining:?}");
+    let (data, hash) = bytes.split_at(bytes.len() - 32);
+    assert_eq!(ring::digest::digest(&ring::digest::SHA256, data).as_ref(), hash);
+    assert!(
+        data.windows(b"/registry/secrets/kube-system/ca".len())
+            .any(|w| w == b"/registry/secrets/kube-system/ca"),
+        "the store's keys are in it"
+    );
+}

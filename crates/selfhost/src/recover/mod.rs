@@ -23,7 +23,8 @@ use selfhost_core::etcd::{DecodeError, StoredKind, decode_object, object_key};
 use selfhost_core::recover::{self as plan, ComponentRecovery, ObjectRef, Referenced};
 use tokio::time::Instant;
 
-pub use etcd::EtcdAccess;
+pub use crate::etcd_client::EtcdAccess;
+use crate::etcd_client::EtcdAccessError;
 
 use crate::checkpoint::NodeDisk;
 use crate::client::Clients;
@@ -39,6 +40,8 @@ pub struct RecoverRequest {
     pub node: String,
     /// How to reach etcd.
     pub etcd: EtcdAccess,
+    /// The API server's `--etcd-prefix`.
+    pub etcd_prefix: String,
     /// The kubelet's static pod directory as this run reaches it (beneath the host root when
     /// selfhost runs outside the node's filesystem).
     pub manifests_dir: PathBuf,
@@ -107,29 +110,9 @@ pub enum RecoverError {
     /// The manifests directory is not there.
     #[error(transparent)]
     Files(#[from] FilesError),
-    /// A certificate or key file cannot be read.
-    #[error(
-        "{flag} {}: {reason}; pass the etcd CA and the API server's etcd client certificate \
-         and key (kubeadm: /etc/kubernetes/pki/etcd/ca.crt, \
-         /etc/kubernetes/pki/apiserver-etcd-client.crt and .key)",
-        path.display()
-    )]
-    CertificateFile {
-        /// The flag that names it.
-        flag: String,
-        /// The file.
-        path: PathBuf,
-        /// Why it cannot be used.
-        reason: String,
-    },
-    /// An endpoint is not a URL of etcd.
-    #[error("--etcd-endpoints {endpoint}: {reason}")]
-    Endpoint {
-        /// The endpoint.
-        endpoint: String,
-        /// What is wrong.
-        reason: String,
-    },
+    /// A certificate, key or endpoint flag cannot be used.
+    #[error(transparent)]
+    Access(#[from] EtcdAccessError),
     /// No endpoint answered.
     #[error(
         "cannot read etcd at {endpoints}: {reasons}. Check that etcd runs on this node (its \
@@ -243,9 +226,7 @@ impl RecoverError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            RecoverError::CertificateFile { .. }
-                | RecoverError::Endpoint { .. }
-                | RecoverError::Files(FilesError::NoManifestsDir { .. })
+            RecoverError::Access(_) | RecoverError::Files(FilesError::NoManifestsDir { .. })
         )
     }
 
@@ -319,7 +300,7 @@ async fn read<T>(
 where
     T: serde::de::DeserializeOwned + k8s_openapi::Resource,
 {
-    let key = object_key(&request.etcd.prefix, kind, NAMESPACE, name);
+    let key = object_key(&request.etcd_prefix, kind, NAMESPACE, name);
     let Some(value) = etcd.get(&key).await? else {
         return Ok(None);
     };
@@ -352,7 +333,7 @@ async fn plan_all(
             .ok_or_else(|| RecoverError::NoDaemonSet {
                 component,
                 key: object_key(
-                    &request.etcd.prefix,
+                    &request.etcd_prefix,
                     StoredKind::DaemonSet,
                     NAMESPACE,
                     &name,
@@ -482,7 +463,7 @@ pub(crate) async fn run(
             next_step: request.next_step.clone(),
         });
     }
-    let etcd = etcd::Etcd::connect(&request.etcd).await?;
+    let etcd = etcd::Etcd::connect(&request.etcd, &request.etcd_prefix).await?;
     say(format!(
         "read the control plane from etcd at {}",
         etcd.endpoint

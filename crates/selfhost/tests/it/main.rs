@@ -151,6 +151,7 @@ pub async fn plan_for(sim: &selfhost_sim::SimCluster, to: &str) -> Planned {
         flags: Default::default(),
         accept_downtime: false,
         certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
+        etcd: None,
     };
     let (plan, targets, _) = selfhost::make_plan(
         &mut observer,

@@ -278,6 +278,7 @@ pub async fn plan_to(sim: &SimCluster, to: &str) -> (selfhost::Clients, Observer
         flags: SkewFlags::default(),
         accept_downtime: false,
         certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
+        etcd: None,
     };
     let (plan, targets, _) = make_plan(
         &mut observer,

@@ -30,6 +30,7 @@ async fn upgrade(sim: &SimCluster, to: &str) {
         flags: SkewFlags::default(),
         accept_downtime: false,
         certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
+        etcd: None,
     };
     for attempt in 1..=2 {
         let mut observer = Observer::start(&clients);
