@@ -127,10 +127,20 @@ pub enum EtcdFit {
     NewerLine((u64, u64)),
     /// The target is newer than the table.
     Beyond,
+    /// The target is older than the table: not judged.
+    Before,
 }
 
 /// How `running` fits `target`.
 pub fn fit(running: EtcdVersion, target: MinorVersion) -> EtcdFit {
+    // Releases older than the table ran with older etcd lines (1.20 with 3.4): what the
+    // etcd project supports today says nothing about them.
+    if KUBEADM_ETCD
+        .first()
+        .is_some_and(|first| target < MinorVersion::new(1, first.from))
+    {
+        return EtcdFit::Before;
+    }
     if running.line() < OLDEST_SUPPORTED_LINE {
         return EtcdFit::Unsupported;
     }
@@ -196,6 +206,7 @@ mod tests {
             ("3.5.3", (1, 33), EtcdFit::BelowMinimum(v("3.5.6"))),
             ("3.4.30", (1, 33), EtcdFit::Unsupported),
             ("3.6.5", (1, 37), EtcdFit::Beyond),
+            ("3.4.23", (1, 20), EtcdFit::Before),
         ];
         for (running, (major, minor), expected) in table {
             assert_eq!(

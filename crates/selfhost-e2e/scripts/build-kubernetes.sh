@@ -2,7 +2,8 @@
 # Builds kube-apiserver, kube-controller-manager and kube-scheduler from Debian's
 # `kubernetes` source package, twice: labelled with the real upstream version and
 # with the next patch version, so the end-to-end suite can drive a real upgrade.
-# Also installs what the test bed runs besides them (etcd-server, haproxy).
+# Also installs what the test bed runs besides them (etcd-server, haproxy) and etcd's client
+# (etcd-client: etcdctl reads the snapshots selfhost takes).
 #
 # Usage: BIN=$(scripts/build-kubernetes.sh)   # as root; SELFHOST_E2E_CACHE overrides the cache
 # Progress goes to stderr; stdout gets only the bin directory, as the last line.
@@ -10,7 +11,7 @@ set -Eeuo pipefail
 
 CACHE=${SELFHOST_E2E_CACHE:-/var/cache/selfhost-e2e}
 SRC_LIST=/etc/apt/sources.list.d/selfhost-e2e-src.sources
-PACKAGES=(golang-go dpkg-dev etcd-server haproxy)
+PACKAGES=(golang-go dpkg-dev etcd-server etcd-client haproxy)
 COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler)
 export DEBIAN_FRONTEND=noninteractive
 

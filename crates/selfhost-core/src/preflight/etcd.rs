@@ -275,6 +275,18 @@ fn version(report: &mut Report, etcd: &EtcdObservation, target: &PreflightTarget
                 format!("{place} runs etcd {running}, newer than tested: {pairing}"),
                 None,
             ),
+            EtcdFit::Before => consider(
+                &mut worst,
+                Verdict::Pass,
+                format!(
+                    "{place} runs etcd {running}; the etcd table starts at v1.{}, so it is not \
+                     checked against {minor}",
+                    crate::etcd_versions::KUBEADM_ETCD
+                        .first()
+                        .map_or(0, |row| row.from)
+                ),
+                None,
+            ),
             EtcdFit::Beyond => consider(
                 &mut worst,
                 Verdict::Warn,

@@ -154,8 +154,15 @@ fn daemonset_images(bed: &TestBed) -> Vec<String> {
 /// A failed target is rolled back: exit 1, every DaemonSet back on its original image, every
 /// pod Ready again, the API up.
 pub async fn rolled_back(bed: &TestBed, target: &str, original: &str) {
+    rolled_back_with(bed, target, original, &[]).await;
+}
+
+/// [`rolled_back`], `apply` given `extra` flags too.
+async fn rolled_back_with(bed: &TestBed, target: &str, original: &str, extra: &[&str]) {
     let probers = Probers::start(bed).await;
-    let run = selfhost_to_end(bed, &["apply", target, "--force", "--timeout", "3m"]).await;
+    let mut args = vec!["apply", target, "--force", "--timeout", "3m"];
+    args.extend_from_slice(extra);
+    let run = selfhost_to_end(bed, &args).await;
     let availability = probers.stop().await;
     assert_eq!(
         run.code,
@@ -315,7 +322,7 @@ pub async fn convert_to_static(bed: &TestBed) {
 /// The two failed targets: a tag with no binary (the image cannot be pulled) and one whose
 /// kube-apiserver exits at start; each is rolled back to `original`.
 pub async fn failed_targets_roll_back(bed: &TestBed, binaries: &Binaries, original: &str) {
-    rolled_back(bed, "v1.20.4", original).await;
+    etcd_snapshot_before_a_rollback(bed, "v1.20.4", original).await;
     bed.add_fault_image(
         "v1.20.5",
         "kube-apiserver",
@@ -324,6 +331,84 @@ pub async fn failed_targets_roll_back(bed: &TestBed, binaries: &Binaries, origin
     )
     .expect("fault image");
     rolled_back(bed, "v1.20.5", original).await;
+}
+
+/// `apply --etcd-snapshot` against the bed's etcd (a real etcd, reached with the etcd
+/// client certificate at kubeadm's paths on the node): the snapshot is taken before the
+/// first change of a run that then rolls back, and etcd's own client reads it as a snapshot
+/// of its database and restores it, checking the hash it ends with.
+async fn etcd_snapshot_before_a_rollback(bed: &TestBed, target: &str, original: &str) {
+    let node = bed.nodes()[0].clone();
+    let file = |path: &str| node.path(path).display().to_string();
+    let (ca, cert, key) = (
+        file("/etc/kubernetes/pki/etcd/ca.crt"),
+        file("/etc/kubernetes/pki/apiserver-etcd-client.crt"),
+        file("/etc/kubernetes/pki/apiserver-etcd-client.key"),
+    );
+    let dir = tempfile::tempdir().expect("a directory");
+    let into = dir.path().join("snapshots");
+    let into_shown = into.display().to_string();
+    let etcd = [
+        "--etcd-endpoints",
+        bed.etcd_url(),
+        "--etcd-cacert",
+        &ca,
+        "--etcd-cert",
+        &cert,
+        "--etcd-key",
+        &key,
+    ];
+    let (plan, _) = selfhost_output(bed, &[&["plan", target][..], &etcd[..]].concat()).await;
+    let said = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        said.contains(&format!(
+            "PASS  etcd: 1 etcd member(s) healthy ({}), and the kube-apiserver reaches them",
+            bed.etcd_url()
+        )),
+        "{said}"
+    );
+    let mut extra = vec!["--etcd-snapshot", into_shown.as_str()];
+    extra.extend_from_slice(&etcd);
+    rolled_back_with(bed, target, original, &extra).await;
+
+    let taken: Vec<_> = std::fs::read_dir(&into)
+        .expect("the snapshot directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    let status = std::process::Command::new("etcdctl")
+        .args(["snapshot", "status", "-w", "json"])
+        .arg(&taken[0])
+        .output()
+        .expect("etcdctl runs");
+    assert!(
+        status.status.success(),
+        "etcdctl snapshot status: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("etcdctl's JSON");
+    assert!(
+        status["totalKey"].as_u64().is_some_and(|keys| keys > 0),
+        "{status}"
+    );
+    let restored = dir.path().join("restored");
+    let restore = std::process::Command::new("etcdctl")
+        .args(["snapshot", "restore"])
+        .arg(&taken[0])
+        .arg("--data-dir")
+        .arg(&restored)
+        .output()
+        .expect("etcdctl runs");
+    assert!(
+        restore.status.success(),
+        "etcdctl snapshot restore checks the hash: {}",
+        String::from_utf8_lossy(&restore.stderr)
+    );
+    eprintln!(
+        "etcd snapshot before the rollback from {target}: {} bytes, {} keys",
+        std::fs::metadata(&taken[0]).map(|m| m.len()).unwrap_or(0),
+        status["totalKey"]
+    );
 }
 
 /// Whether any node runs a checkpoint's static copy.

@@ -230,10 +230,16 @@ async fn health_version_and_a_snapshot_ending_with_its_hash_are_served() {
     let client = client(&etcd, true).await;
     let get = |path: &str| http::Request::get(path).body(Vec::new()).expect("request");
 
-    let version = client.request_text(get("/version")).await.expect("answered");
+    let version = client
+        .request_text(get("/version"))
+        .await
+        .expect("answered");
     assert!(version.contains(r#""etcdserver":"3.5.24""#), "{version}");
     etcd.set_version("3.6.9");
-    let version = client.request_text(get("/version")).await.expect("answered");
+    let version = client
+        .request_text(get("/version"))
+        .await
+        .expect("answered");
     assert!(version.contains(r#""etcdserver":"3.6.9""#), "{version}");
 
     let health = client.request_text(get("/health")).await.expect("healthy");
@@ -271,7 +277,10 @@ async fn health_version_and_a_snapshot_ending_with_its_hash_are_served() {
     }
     assert_eq!(remaining.last(), Some(&json!("0")), "{remaining:?}");
     let (data, hash) = bytes.split_at(bytes.len() - 32);
-    assert_eq!(ring::digest::digest(&ring::digest::SHA256, data).as_ref(), hash);
+    assert_eq!(
+        ring::digest::digest(&ring::digest::SHA256, data).as_ref(),
+        hash
+    );
     assert!(
         data.windows(b"/registry/secrets/kube-system/ca".len())
             .any(|w| w == b"/registry/secrets/kube-system/ca"),
