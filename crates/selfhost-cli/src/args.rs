@@ -456,6 +456,13 @@ pub struct UpgradeFlags {
     /// How to reach etcd itself.
     #[command(flatten)]
     pub etcd: EtcdFlags,
+    /// A target two or more minors ahead is reached one minor at a time: the version of each
+    /// minor between, comma-separated (else the newest patch the release index names).
+    #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
+    pub via: Vec<String>,
+    /// The release index that names each minor's newest patch (`stable-1.NN.txt`).
+    #[arg(long, value_name = "URL", default_value = selfhost::DEFAULT_RELEASES_URL)]
+    pub releases_url: String,
 }
 
 /// etcd as the kube-apiserver reaches it, for the `etcd` check's per-member health and version

@@ -5,6 +5,7 @@
 
 pub mod backup;
 pub mod certificates;
+pub mod chain;
 pub mod checkpoint;
 pub mod command_line;
 pub mod component;

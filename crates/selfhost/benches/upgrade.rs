@@ -123,6 +123,7 @@ async fn run(nodes: usize, show_profile: bool) -> (Duration, Duration, u64) {
         accept_downtime: false,
         certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
         etcd: None,
+        assume_from: None,
     };
     let (_, targets, _) = make_plan(
         &mut observer,

@@ -8,11 +8,14 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
 use selfhost_core::Component;
+use selfhost_core::chain::{Hop, HopSource, chainable, check_given, hops, minors_between};
 use selfhost_core::checkpoint::CHECKPOINTER_LABEL;
 use selfhost_core::component::NAMESPACE;
 use selfhost_core::daemonset::CONTROL_PLANE_NODE_LABEL;
 use selfhost_core::front::FRONT_LABEL;
 use selfhost_core::prepull::PrepullOutcome;
+use selfhost_core::skew::{SUPPORTED_VERSIONS, SkewFlags, SkewInput};
+use selfhost_core::version::KubeVersion;
 use tokio_util::sync::CancellationToken;
 
 use crate::access;
@@ -24,12 +27,13 @@ use crate::etcd_snapshot::EtcdSnapshot;
 use crate::events::Events;
 use crate::observer::Observer;
 use crate::permission::{Permission, UPGRADER, VIEWER};
-use crate::plan::{Plan, PlanRequest, make_plan};
+use crate::plan::{HOP_CHECKS, HopPlan, Plan, PlanRequest, make_plan, plan_observed};
 use crate::prepull::{PrepullOptions, PrepullProgress, images_to_prepull, prepull, record};
 use crate::retry::RetryPolicy;
 use crate::status::{ControlPlaneStatus, api_fronts, checkpointers, component_status};
 use crate::target::Targets;
 use crate::upgrade::{ApplyOptions, RunReport, apply};
+use selfhost_core::preflight::ClusterObservation;
 
 /// How long the first list of the control-plane objects may take.
 const FIRST_LIST: Duration = Duration::from_secs(30);
@@ -215,7 +219,16 @@ impl Cluster {
     /// # Errors
     /// The cluster could not be read, or the target not rendered.
     pub async fn plan(&mut self, request: &PlanRequest) -> Result<(Plan, Targets), Error> {
-        let (mut plan, targets, _) = make_plan(
+        let (plan, targets, _) = self.plan_observing(request).await?;
+        Ok((plan, targets))
+    }
+
+    /// [`Cluster::plan`], and the observation it was made from.
+    async fn plan_observing(
+        &mut self,
+        request: &PlanRequest,
+    ) -> Result<(Plan, Targets, ClusterObservation), Error> {
+        let (mut plan, targets, observed) = make_plan(
             &mut self.observer,
             &self.clients.api,
             request,
@@ -241,6 +254,61 @@ impl Cluster {
         ) {
             plan.preflight.checks.push(check);
             plan.proceeds = plan.proceeds && plan.preflight.allows();
+        }
+        Ok((plan, targets, observed))
+    }
+
+    /// The plan of a chained upgrade: the first hop's in full (as [`Cluster::plan`]), each
+    /// later hop judged by the checks its version decides ([`crate::plan::HOP_CHECKS`]) as
+    /// if the hops before it had run. `proceeds` says whether every hop may start.
+    ///
+    /// # Errors
+    /// As [`Cluster::plan`].
+    pub async fn plan_chain(
+        &mut self,
+        request: &PlanRequest,
+        chain: &[Hop],
+    ) -> Result<(Plan, Targets), Error> {
+        let Some((first, later)) = chain.split_first() else {
+            return self.plan(request).await;
+        };
+        let mut first_request = request.clone();
+        first_request.version = first.to.clone();
+        let (mut plan, targets, observed) = self.plan_observing(&first_request).await?;
+        let mut hops = vec![HopPlan {
+            hop: first.clone(),
+            checks: plan.preflight.checks.clone(),
+            proceeds: plan.proceeds,
+        }];
+        for hop in later {
+            let mut hop_request = request.clone();
+            hop_request.version = hop.to.clone();
+            hop_request.assume_from = Some(hop.from.clone());
+            let (hop_plan, _, _) = plan_observed(
+                observed.clone(),
+                &self.clients.api,
+                &hop_request,
+                &RetryPolicy::default(),
+            )
+            .await?;
+            let checks: Vec<_> = hop_plan
+                .preflight
+                .checks
+                .into_iter()
+                .filter(|c| HOP_CHECKS.contains(&c.id))
+                .collect();
+            let proceeds = checks
+                .iter()
+                .all(|c| c.verdict != selfhost_core::preflight::Verdict::Fail);
+            hops.push(HopPlan {
+                hop: hop.clone(),
+                checks,
+                proceeds,
+            });
+        }
+        if hops.len() > 1 {
+            plan.proceeds = hops.iter().all(|h| h.proceeds);
+            plan.chain = hops;
         }
         Ok((plan, targets))
     }
@@ -275,6 +343,61 @@ impl Cluster {
         .await?;
         record(plan, &outcome);
         Ok(())
+    }
+
+    /// The hops from what the control plane runs (its oldest kube-apiserver) to `target`: one
+    /// unless `target` is two or more minors ahead, then one per minor, through the `via`
+    /// versions given or else the newest patch the release index at `releases` names.
+    ///
+    /// # Errors
+    /// A `via` version off the way (bad input), or a minor whose newest patch the index does
+    /// not tell.
+    pub async fn chain(
+        &mut self,
+        target: &KubeVersion,
+        via: &[KubeVersion],
+        releases: &str,
+        flags: SkewFlags,
+    ) -> Result<Vec<Hop>, Error> {
+        let cluster = self
+            .observer
+            .cluster(&RetryPolicy::default())
+            .await
+            .map_err(crate::plan::PlanError::from)?;
+        let current = cluster
+            .apiserver_versions
+            .iter()
+            .map(|a| a.version.clone())
+            .min_by(|a, b| a.minor_version().cmp(&b.minor_version()))
+            .unwrap_or_else(|| target.clone());
+        check_given(&current, target, via)?;
+        let skew = selfhost_core::skew::check(&SkewInput {
+            control_plane: cluster.apiserver_versions.clone(),
+            target: target.clone(),
+            kubelets: cluster.kubelets.clone(),
+            supported: SUPPORTED_VERSIONS,
+            flags,
+        });
+        if !chainable(&skew.findings) {
+            return Ok(hops(&current, target, Vec::new()));
+        }
+        let mut between = Vec::new();
+        for minor in minors_between(current.minor_version(), target.minor_version()) {
+            match via.iter().find(|v| v.minor_version() == minor) {
+                Some(given) => between.push((given.clone(), HopSource::Given)),
+                None => {
+                    let newest = crate::releases::newest_patch(releases, minor).await?;
+                    let from = format!(
+                        "{}/stable-{}.{}.txt",
+                        releases.trim_end_matches('/'),
+                        minor.major(),
+                        minor.minor()
+                    );
+                    between.push((newest, HopSource::Newest { from }));
+                }
+            }
+        }
+        Ok(hops(&current, target, between))
     }
 
     /// Takes a snapshot of etcd into `dir` (`--etcd-snapshot`), before the first change.

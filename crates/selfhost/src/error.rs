@@ -14,7 +14,9 @@ use crate::node_files::FilesError;
 use crate::plan::PlanError;
 use crate::prepull::PrepullError;
 use crate::recover::RecoverError;
+use crate::releases::ReleaseError;
 use crate::upgrade::ExecuteError;
+use selfhost_core::chain::ChainError;
 
 /// What kind of failure an [`Error`] is, for the exit code and the words around the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +79,12 @@ pub enum Error {
     /// `--etcd-snapshot` took no snapshot; nothing was changed.
     #[error(transparent)]
     EtcdSnapshot(Box<SnapshotError>),
+    /// The hops of a chained upgrade cannot be made from `--via`.
+    #[error(transparent)]
+    Chain(Box<ChainError>),
+    /// The newest patch of a minor a chain passes is not known.
+    #[error(transparent)]
+    Release(Box<ReleaseError>),
 }
 
 impl Error {
@@ -120,6 +128,9 @@ impl Error {
                     ErrorKind::Refused
                 }
             },
+            Error::Chain(_) => ErrorKind::BadInput,
+            Error::Release(e) if matches!(**e, ReleaseError::Url { .. }) => ErrorKind::BadInput,
+            Error::Release(_) => ErrorKind::Refused,
             Error::Plan(_) | Error::Prepull(_) | Error::Checkpointer(_) => ErrorKind::Failed,
         }
     }
@@ -150,6 +161,8 @@ caused_by! {
     FrontError => Front,
     FrontInstallError => FrontPlacement,
     SnapshotError => EtcdSnapshot,
+    ChainError => Chain,
+    ReleaseError => Release,
 }
 
 impl From<FilesError> for Error {

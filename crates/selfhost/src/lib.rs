@@ -49,6 +49,7 @@ mod prepull;
 mod reconnect;
 mod recording;
 mod recover;
+mod releases;
 mod retry;
 mod status;
 mod stopped;
@@ -94,7 +95,10 @@ pub use node_conversion::NodeConversion;
 pub use node_files::FilesError;
 pub use observer::Observer;
 pub use outcome::ComponentOutcome;
-pub use plan::{ComponentPlan, PLAN_SCHEMA, Plan, PlanError, PlanRequest, RunningPod, make_plan};
+pub use plan::{
+    ComponentPlan, HOP_CHECKS, HopPlan, PLAN_SCHEMA, Plan, PlanError, PlanRequest, RunningPod,
+    make_plan,
+};
 pub use prepull::{
     PrepullError, PrepullOptions, PrepullProgress, images_to_prepull, prepull,
     record as record_prepull, skip as skip_prepull,
@@ -110,7 +114,9 @@ pub use upgrade::{ApplyOptions, RunOutcome, RunReport, apply};
 pub use upgrade::{ExecuteError, ExecuteOptions};
 
 pub use etcd_snapshot::{EtcdSnapshot, SnapshotError};
+pub use releases::{DEFAULT_RELEASES_URL, ReleaseError};
 pub use selfhost_core::certificates::CertificateContent;
+pub use selfhost_core::chain::{ChainError, Hop, HopSource};
 /// The domain's words from `selfhost-core` that the front door speaks in.
 pub use selfhost_core::checkpoint::{
     CHECKPOINTER_MANIFEST, CHECKPOINTER_NAME, CheckpointPolicy, CheckpointStep, CheckpointTuning,

@@ -7,10 +7,11 @@ use std::path::PathBuf;
 
 use selfhost_core::Component;
 use selfhost_core::certificates::CertificatesObserved;
+use selfhost_core::chain::Hop;
 use selfhost_core::config::ClusterConfig;
 use selfhost_core::disruption::{ClusterShape, ExpectedDisruption, expected_disruption};
 use selfhost_core::observation::Observation;
-use selfhost_core::preflight::EtcdObservation;
+use selfhost_core::preflight::{Check, CheckId, EtcdObservation};
 use selfhost_core::preflight::{ClusterObservation, PreflightReport, PreflightTarget, preflight};
 use selfhost_core::render::template_diff;
 use selfhost_core::skew::{SUPPORTED_VERSIONS, SkewFlags};
@@ -42,6 +43,9 @@ pub struct PlanRequest {
     /// `--etcd-endpoints` and etcd's client certificate: each member is asked directly
     /// (`None`: etcd is seen through the kube-apiserver and its static pods only).
     pub etcd: Option<EtcdAccess>,
+    /// A later hop of a chain: judge it as if every kube-apiserver ran this version already
+    /// (`None`: as they run now).
+    pub assume_from: Option<KubeVersion>,
 }
 
 /// One pod of a component as it runs now.
@@ -101,7 +105,30 @@ pub struct Plan {
     pub certificates: CertificatesObserved,
     /// What was seen of etcd.
     pub etcd: EtcdObservation,
+    /// A chained upgrade's hops in order, the first being this plan's (empty: one hop).
+    pub chain: Vec<HopPlan>,
 }
+
+/// One hop of a chained upgrade as planned.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HopPlan {
+    /// The hop.
+    pub hop: Hop,
+    /// The checks its version decides (the first hop: every check); the others are made
+    /// against the cluster again when the hop starts.
+    pub checks: Vec<Check>,
+    /// Whether they let it start.
+    pub proceeds: bool,
+}
+
+/// The checks a later hop's version decides, and which a plan can judge before the hops
+/// before it have run: the cluster's other checks are made again when the hop starts.
+pub const HOP_CHECKS: &[CheckId] = &[
+    CheckId::VersionSkew,
+    CheckId::FlagsAndGates,
+    CheckId::RemovedApis,
+    CheckId::Etcd,
+];
 
 /// Why no plan could be made.
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +181,24 @@ pub async fn make_plan(
     request: &PlanRequest,
     policy: &RetryPolicy,
 ) -> Result<(Plan, Targets, ClusterObservation), PlanError> {
-    let mut cluster = observer.cluster(policy).await?;
+    let cluster = observer.cluster(policy).await?;
+    plan_observed(cluster, client, request, policy).await
+}
+
+/// The plan from an observation already made: a later hop of a chain is planned from its
+/// first hop's, whose kubelets, certificates and etcd it shares (the certificate files are
+/// the same whatever the image); what clients request is read for each hop's removals.
+pub(crate) async fn plan_observed(
+    mut cluster: ClusterObservation,
+    client: &kube::Client,
+    request: &PlanRequest,
+    policy: &RetryPolicy,
+) -> Result<(Plan, Targets, ClusterObservation), PlanError> {
+    if let Some(from) = &request.assume_from {
+        for apiserver in &mut cluster.apiserver_versions {
+            apiserver.version = from.clone();
+        }
+    }
     let target = request.version.minor_version();
     let current = cluster.oldest_apiserver_minor(target);
     cluster.api_usage = Some(crate::api_usage::read(client, current, target).await);
@@ -199,11 +243,18 @@ pub async fn make_plan(
         host_root: None,
         policy,
     };
-    let certificates = crate::certificates::read_templates(sources, &targets.templates).await;
+    let certificates = match cluster.certificates.take() {
+        Some(read) => read,
+        None => crate::certificates::read_templates(sources, &targets.templates).await,
+    };
     cluster.certificates = Some(certificates.clone());
-    let etcd =
-        crate::etcd_status::observe(client, &targets.templates, request.etcd.as_ref(), policy)
-            .await?;
+    let etcd = match cluster.etcd.take() {
+        Some(seen) => seen,
+        None => {
+            crate::etcd_status::observe(client, &targets.templates, request.etcd.as_ref(), policy)
+                .await?
+        }
+    };
     cluster.etcd = Some(etcd.clone());
     let report = preflight(
         &cluster,
@@ -269,6 +320,7 @@ pub async fn make_plan(
         components,
         certificates,
         etcd,
+        chain: Vec::new(),
     };
     Ok((plan, targets, cluster))
 }

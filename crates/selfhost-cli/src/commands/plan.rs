@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use selfhost::{
-    ApiImpact, CertificateContent, Check, Command, DEFAULT_PREPULL_DEADLINE, EtcdAccess,
-    KubeVersion, Plan, PlanRequest, SkewFlags, Verdict,
+    ApiImpact, CertificateContent, Check, Cluster, Command, DEFAULT_PREPULL_DEADLINE, EtcdAccess,
+    Hop, KubeVersion, Plan, PlanRequest, SkewFlags, Targets, Verdict,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -44,7 +44,42 @@ pub fn request(
             .etcd_endpoints
             .as_ref()
             .map(|endpoints| etcd_access(&flags.etcd, endpoints.clone())),
+        assume_from: None,
     })
+}
+
+/// `--via`, parsed.
+pub fn via(flags: &UpgradeFlags) -> Result<Vec<KubeVersion>, CliError> {
+    flags
+        .via
+        .iter()
+        .map(|v| {
+            KubeVersion::parse(v)
+                .map_err(|e| CliError::bad_input(anyhow::anyhow!("--via {v}: {e}")))
+        })
+        .collect()
+}
+
+/// The plan of `request`: of its hops when the target is two or more minors ahead.
+pub async fn plan_hops(
+    cluster: &mut Cluster,
+    request: &PlanRequest,
+    flags: &UpgradeFlags,
+) -> Result<(Plan, Targets, Vec<Hop>), CliError> {
+    let chain = cluster
+        .chain(
+            &request.version,
+            &via(flags)?,
+            &flags.releases_url,
+            request.flags,
+        )
+        .await?;
+    let (plan, targets) = if chain.len() > 1 {
+        cluster.plan_chain(request, &chain).await?
+    } else {
+        cluster.plan(request).await?
+    };
+    Ok((plan, targets, chain))
 }
 
 /// The etcd flags with `endpoints`.
@@ -166,10 +201,22 @@ fn impact(api: &ApiImpact) -> String {
 /// diffs; with
 /// `verbose`, what each check found and why each component's disruption is what it is.
 pub fn render_text(plan: &Plan, verbose: bool) -> String {
-    let mut out = format!(
+    let mut out = String::new();
+    if !plan.chain.is_empty() {
+        out.push_str(&format!(
+            "A chained upgrade, one minor at a time, in {} hops; each is planned and checked \
+             again when it starts:\n",
+            plan.chain.len()
+        ));
+        for (at, hop) in plan.chain.iter().enumerate() {
+            out.push_str(&format!("  {}. {}\n", at + 1, hop.hop));
+        }
+        out.push_str(&format!("\nHop 1 of {}: ", plan.chain.len()));
+    }
+    out.push_str(&format!(
         "Upgrade to {}, the target templates from {}.\n\nPreflight:\n",
         plan.target_version, plan.template_source_description
-    );
+    ));
     let checks = &plan.preflight.checks;
     let passed_for_each = |c: &Check| c.verdict == Verdict::Pass && c.component.is_some();
     for (at, check) in checks.iter().enumerate() {
@@ -265,16 +312,27 @@ pub fn render_text(plan: &Plan, verbose: bool) -> String {
             c.daemonset, c.diff
         ));
     }
+    let total = plan.chain.len();
+    for (at, hop) in plan.chain.iter().enumerate().skip(1) {
+        out.push_str(&format!(
+            "\nHop {} of {total}: {}; the checks its version decides:\n",
+            at + 1,
+            hop.hop
+        ));
+        out.push_str(&check_lines(&hop.checks));
+    }
+    let target = plan
+        .chain
+        .last()
+        .map_or(plan.target_version.clone(), |h| h.hop.to.to_string());
     out.push_str(&if plan.proceeds {
-        format!(
-            "\napply would proceed: selfhost apply {}\n",
-            plan.target_version
-        )
+        format!("\napply would proceed: selfhost apply {target}\n")
     } else {
         let failed = plan
             .preflight
             .checks
             .iter()
+            .chain(plan.chain.iter().skip(1).flat_map(|h| h.checks.iter()))
             .filter(|c| c.verdict == Verdict::Fail)
             .count();
         format!("\napply would refuse: {failed} preflight check(s) failed (see the fixes above)\n")
@@ -290,7 +348,7 @@ pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliErr
         prepull: args.flags.prepull,
     };
     let mut cluster = super::cluster::connect(global, command).await?;
-    let (mut plan, targets) = cluster.plan(&request).await?;
+    let (mut plan, targets, _) = plan_hops(&mut cluster, &request, &args.flags).await?;
     if super::prepull::skip_unless_requested(&mut plan, args.flags.prepull) {
         let progress = Progress::stderr();
         let cancel = CancellationToken::new();

@@ -4,6 +4,7 @@
 mod budget;
 mod campaign;
 mod certificates;
+mod chain;
 mod checkpoint;
 mod checkpoint_grant;
 mod checkpointed;

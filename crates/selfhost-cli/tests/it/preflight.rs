@@ -60,12 +60,13 @@ fn text(out: &Output) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_skew_violation_is_refused_with_the_path_to_take() {
+    // Upgrades two minors ahead are chained (tests/it/chain.rs); a downgrade is not.
     let sim = cluster(1).await;
     let before = snapshot(&sim).await;
-    let out = selfhost(&sim, &["apply", "v1.35.0", "--yes"]).await;
+    let out = selfhost(&sim, &["apply", "v1.31.0", "--yes"]).await;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(
-        text(&out).contains("upgrade to v1.34.x first, then to v1.35.x"),
+        text(&out).contains("downgrade to v1.32.x first, then to v1.31.x"),
         "{}",
         text(&out)
     );
@@ -74,7 +75,7 @@ async fn a_version_skew_violation_is_refused_with_the_path_to_take() {
         before,
         "a refused run changes nothing"
     );
-    let plan = selfhost(&sim, &["plan", "v1.35.0"]).await;
+    let plan = selfhost(&sim, &["plan", "v1.31.0"]).await;
     assert_eq!(plan.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&plan.stdout).contains("apply would refuse"));
 }

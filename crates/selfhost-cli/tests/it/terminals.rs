@@ -120,9 +120,9 @@ async fn results_piped_into_head_end_quietly_with_their_own_exit_code() {
             "Upgrade to v1.34.0",
         ),
         // A refusal stays a refusal when nobody reads it.
-        (&["plan", "v1.35.0"], Reader::ClosesAtOnce, 3, ""),
+        (&["plan", "v1.31.0"], Reader::ClosesAtOnce, 3, ""),
         (
-            &["apply", "v1.35.0", "--yes", "-o", "json"],
+            &["apply", "v1.31.0", "--yes", "-o", "json"],
             Reader::ClosesAtOnce,
             3,
             "",
@@ -205,7 +205,7 @@ async fn no_escape_codes_when_stderr_is_not_a_terminal() {
         &["-vv", "status"][..],
         &["-vv", "plan", "v1.34.0"],
         &["-v", "apply", "v1.34.0", "--yes"],
-        &["apply", "v1.35.0", "--yes"],
+        &["apply", "v1.31.0", "--yes"],
         &["manifests", "v1.34.0", "--config", "/no/such/file"],
     ] {
         let out = run(kubeconfig, args, false).await;

@@ -152,6 +152,7 @@ pub async fn plan_for(sim: &selfhost_sim::SimCluster, to: &str) -> Planned {
         accept_downtime: false,
         certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
         etcd: None,
+        assume_from: None,
     };
     let (plan, targets, _) = selfhost::make_plan(
         &mut observer,

@@ -279,6 +279,7 @@ pub async fn plan_to(sim: &SimCluster, to: &str) -> (selfhost::Clients, Observer
         accept_downtime: false,
         certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
         etcd: None,
+        assume_from: None,
     };
     let (plan, targets, _) = make_plan(
         &mut observer,

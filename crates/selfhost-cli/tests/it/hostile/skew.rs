@@ -1,6 +1,6 @@
 //! Version-skew violations of each kind the policy knows, on the shared cluster (v1.33.1,
 //! kubelets v1.33.1). Each is refused (exit 3) with the rule's id and the way out, and the
-//! cluster is left alone. (`upgrade-skips-minor` from v1.33 to v1.35 is in `preflight.rs`.)
+//! cluster is left alone. (A target two or more minors ahead is chained: `chain.rs`.)
 
 use super::{Case, On};
 

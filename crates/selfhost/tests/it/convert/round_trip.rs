@@ -31,6 +31,7 @@ async fn upgrade(sim: &SimCluster, to: &str) {
         accept_downtime: false,
         certificate_warning: selfhost::DEFAULT_CERTIFICATE_WARNING,
         etcd: None,
+        assume_from: None,
     };
     for attempt in 1..=2 {
         let mut observer = Observer::start(&clients);
