@@ -4,6 +4,7 @@
 //! Secret's other keys (its private key) are dropped unread, and nothing read is logged.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, Secret};
@@ -82,21 +83,22 @@ pub async fn read<'a>(
             },
             CertificateSource::Unmounted => unmounted(),
             CertificateSource::Secret { name, key } => {
-                if !read.contains_key(name) {
-                    let fetched = fetch(&secrets, name, sources.policy).await;
-                    read.insert(name.clone(), fetched);
-                }
-                match read.get(name) {
-                    Some(Ok(data)) => match data.get(key) {
+                let data = match read.entry(name.clone()) {
+                    Entry::Occupied(known) => known.into_mut(),
+                    Entry::Vacant(first) => {
+                        first.insert(fetch(&secrets, name, sources.policy).await)
+                    }
+                };
+                match data {
+                    Ok(data) => match data.get(key) {
                         Some(bytes) => parse(file.kind, bytes),
                         None => CertificateContent::Unreadable {
                             reason: format!("Secret kube-system/{name} has no key {key}"),
                         },
                     },
-                    Some(Err(reason)) => CertificateContent::Unreadable {
+                    Err(reason) => CertificateContent::Unreadable {
                         reason: reason.clone(),
                     },
-                    None => unmounted(),
                 }
             }
         };

@@ -33,7 +33,7 @@ use crate::retry::RetryPolicy;
 use crate::status::{ControlPlaneStatus, api_fronts, checkpointers, component_status};
 use crate::target::Targets;
 use crate::upgrade::{ApplyOptions, RunReport, apply};
-use selfhost_core::preflight::ClusterObservation;
+use selfhost_core::preflight::{ClusterObservation, PreflightReport};
 
 /// How long the first list of the control-plane objects may take.
 const FIRST_LIST: Duration = Duration::from_secs(30);
@@ -291,19 +291,18 @@ impl Cluster {
                 &RetryPolicy::default(),
             )
             .await?;
-            let checks: Vec<_> = hop_plan
-                .preflight
-                .checks
-                .into_iter()
-                .filter(|c| HOP_CHECKS.contains(&c.id))
-                .collect();
-            let proceeds = checks
-                .iter()
-                .all(|c| c.verdict != selfhost_core::preflight::Verdict::Fail);
+            let decided = PreflightReport {
+                checks: hop_plan
+                    .preflight
+                    .checks
+                    .into_iter()
+                    .filter(|c| HOP_CHECKS.contains(&c.id))
+                    .collect(),
+            };
             hops.push(HopPlan {
                 hop: hop.clone(),
-                checks,
-                proceeds,
+                proceeds: decided.allows(),
+                checks: decided.checks,
             });
         }
         if hops.len() > 1 {

@@ -251,7 +251,7 @@ pub async fn run_traced(
         };
         let last = at + 1 == total;
         // A dry run cannot go on: the next hop starts from what this one would leave.
-        let goes_on = outcome == Outcome::Done && !last && report.outcome == RunOutcome::Done;
+        let goes_on = !last && report.outcome == RunOutcome::Done;
         let message = format!("{on_hop}{message}");
         if json {
             ui::json_line(&serde_json::json!({

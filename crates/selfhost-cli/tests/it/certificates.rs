@@ -33,29 +33,12 @@ async fn static_cluster() -> SimCluster {
     crate::settled(sim).await
 }
 
-/// Runs the binary from a blocking thread, so the simulator keeps serving meanwhile.
 async fn selfhost(sim: &SimCluster, args: &[&str]) -> Output {
-    let kubeconfig = sim.kubeconfig_path().to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        crate::selfhost()
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(&args)
-            .timeout(Duration::from_secs(120))
-            .output()
-    })
-    .await
-    .expect("joined")
-    .expect("runs")
+    crate::run_selfhost(sim.kubeconfig_path(), args, Duration::from_secs(120)).await
 }
 
 fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    crate::printed(out)
 }
 
 /// `convert to-self-hosted` on cp-1, its files under the node's own root.

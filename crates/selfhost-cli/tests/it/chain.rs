@@ -74,11 +74,7 @@ async fn images(sim: &SimCluster) -> Vec<String> {
 }
 
 fn text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    crate::printed(out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,20 +83,12 @@ async fn a_chained_upgrade_across_three_minors_killed_in_its_second_hop_finishes
     let index = release_index(INDEX).await;
     let kubeconfig = sim.kubeconfig_path().to_path_buf();
 
-    let plan = {
-        let (kubeconfig, index) = (kubeconfig.clone(), index.clone());
-        tokio::task::spawn_blocking(move || {
-            crate::selfhost()
-                .arg("--kubeconfig")
-                .arg(kubeconfig)
-                .args(["plan", "v1.36.2", "--releases-url", &index])
-                .timeout(Duration::from_secs(120))
-                .output()
-        })
-        .await
-        .expect("joined")
-        .expect("runs")
-    };
+    let plan = crate::run_selfhost(
+        &kubeconfig,
+        ["plan", "v1.36.2", "--releases-url", &index],
+        Duration::from_secs(120),
+    )
+    .await;
     assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
     let said = text(&plan);
     for line in [
@@ -187,17 +175,12 @@ async fn a_chain_whose_patches_cannot_be_learnt_refuses_and_names_via() {
     let index = release_index(&[]).await;
     let kubeconfig = sim.kubeconfig_path().to_path_buf();
     let before = images(&sim).await;
-    let out = tokio::task::spawn_blocking(move || {
-        crate::selfhost()
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(["apply", "v1.35.0", "--yes", "--releases-url", &index])
-            .timeout(Duration::from_secs(60))
-            .output()
-    })
-    .await
-    .expect("joined")
-    .expect("runs");
+    let out = crate::run_selfhost(
+        &kubeconfig,
+        ["apply", "v1.35.0", "--yes", "--releases-url", &index],
+        Duration::from_secs(60),
+    )
+    .await;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(
         text(&out).contains("cannot tell the newest v1.34 patch") && text(&out).contains("--via"),
@@ -206,18 +189,12 @@ async fn a_chain_whose_patches_cannot_be_learnt_refuses_and_names_via() {
     );
     assert_eq!(images(&sim).await, before, "nothing changed");
 
-    let kubeconfig = sim.kubeconfig_path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        crate::selfhost()
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(["plan", "v1.35.0", "--via", "v1.36.0"])
-            .timeout(Duration::from_secs(60))
-            .output()
-    })
-    .await
-    .expect("joined")
-    .expect("runs");
+    let out = crate::run_selfhost(
+        &kubeconfig,
+        ["plan", "v1.35.0", "--via", "v1.36.0"],
+        Duration::from_secs(60),
+    )
+    .await;
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
         text(&out).contains("--via v1.36.0: not a minor between v1.33.1 and v1.35.0"),

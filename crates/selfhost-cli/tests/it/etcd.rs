@@ -11,28 +11,12 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
 use selfhost_sim::SimCluster;
 
-/// Runs the binary from a blocking thread, so the simulator keeps serving meanwhile.
 async fn selfhost(sim: &SimCluster, args: Vec<OsString>) -> Output {
-    let kubeconfig = sim.kubeconfig_path().to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        crate::selfhost()
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(&args)
-            .timeout(Duration::from_secs(120))
-            .output()
-    })
-    .await
-    .expect("joined")
-    .expect("runs")
+    crate::run_selfhost(sim.kubeconfig_path(), args, Duration::from_secs(120)).await
 }
 
 fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    crate::printed(out)
 }
 
 /// `args` and the flags that reach the simulator's etcd as a member.

@@ -52,6 +52,41 @@ pub fn selfhost() -> Command {
     cmd
 }
 
+/// Runs `selfhost --kubeconfig <kubeconfig> <args...>` from a blocking thread, so a simulator
+/// in this process keeps serving meanwhile; killed past `timeout`.
+pub async fn run_selfhost<I, A>(
+    kubeconfig: &std::path::Path,
+    args: I,
+    timeout: Duration,
+) -> std::process::Output
+where
+    I: IntoIterator<Item = A>,
+    A: Into<std::ffi::OsString>,
+{
+    let kubeconfig = kubeconfig.to_path_buf();
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    tokio::task::spawn_blocking(move || {
+        selfhost()
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(&args)
+            .timeout(timeout)
+            .output()
+    })
+    .await
+    .expect("joined")
+    .expect("runs")
+}
+
+/// What a run printed: stdout, then stderr.
+pub fn printed(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// A fixture file shared with the core crate's tests.
 pub fn fixture(name: &str) -> String {
     format!(

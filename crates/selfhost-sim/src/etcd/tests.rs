@@ -153,8 +153,8 @@ fn range(key: &str) -> http::Request<Vec<u8>> {
         .expect("request")
 }
 
-#[tokio::test]
-async fn the_gateway_answers_clients_with_a_certificate_only() {
+/// A store holding one Secret, kube-system/ca.
+fn store_with_a_secret() -> Store {
     let store = Store::new(StoreOptions::default());
     store
         .create(
@@ -166,6 +166,12 @@ async fn the_gateway_answers_clients_with_a_certificate_only() {
             &WriteOptions::default(),
         )
         .expect("created");
+    store
+}
+
+#[tokio::test]
+async fn the_gateway_answers_clients_with_a_certificate_only() {
+    let store = store_with_a_secret();
     let etcd = SimEtcd::start(store).await.expect("etcd starts");
 
     let answer: serde_json::Value = serde_json::from_str(
@@ -215,17 +221,7 @@ async fn the_gateway_answers_clients_with_a_certificate_only() {
 #[tokio::test]
 async fn health_version_and_a_snapshot_ending_with_its_hash_are_served() {
     use base64::Engine;
-    let store = Store::new(StoreOptions::default());
-    store
-        .create(
-            &crate::resources::SECRETS,
-            "kube-system",
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": "ca", "namespace": "kube-system"},
-                   "data": {"tls.crt": "Y2VydA=="}}),
-            &WriteOptions::default(),
-        )
-        .expect("created");
+    let store = store_with_a_secret();
     let etcd = SimEtcd::start(store).await.expect("etcd starts");
     let client = client(&etcd, true).await;
     let get = |path: &str| http::Request::get(path).body(Vec::new()).expect("request");
