@@ -272,7 +272,7 @@ impl ServingProcess {
     /// (no authorization, hence no 403).
     pub fn verdict(&self, path: &str, public: bool, now: Instant) -> Verdict {
         let under = |p: &str| path == p || path.starts_with(&format!("{p}/"));
-        if under("/readyz") {
+        if path == "/readyz" {
             if !self.serves(now) {
                 return Verdict::Answer(not_started("readyz"));
             }
@@ -280,6 +280,24 @@ impl ServingProcess {
                 return Verdict::Answer(health_text(
                     500,
                     "[-]shutdown failed: reason withheld\nreadyz check failed\n".into(),
+                ));
+            }
+            return Verdict::Serve;
+        }
+        if let Some(check) = path.strip_prefix("/readyz/") {
+            // `/readyz/<check>` runs that one check alone, as the real apiserver's handler
+            // does: a stopping process still passes `/readyz/etcd`, a starting one
+            // `/readyz/ping`.
+            let failing = match check {
+                "shutdown" => self.is_shutting_down(),
+                "informer-sync" => !self.serves(now),
+                hook if hook.starts_with("poststarthook/") => !self.serves(now),
+                _ => false,
+            };
+            if failing {
+                return Verdict::Answer(health_text(
+                    500,
+                    format!("internal server error: {check} check failed\n"),
                 ));
             }
             return Verdict::Serve;
@@ -366,6 +384,7 @@ mod tests {
             (1_800, "/api/v1/namespaces/default/configmaps", false, 403),
             (2_500, "/api/v1/namespaces/default/configmaps", false, 200),
             (2_500, "/readyz/informer-sync", true, 500),
+            (2_500, "/readyz/etcd", true, 200),
             (3_500, "/readyz", true, 200),
             (3_500, "/healthz", true, 200),
             (3_500, "/api/v1/namespaces/default/configmaps", false, 200),
@@ -406,6 +425,12 @@ mod tests {
         let later = t0 + Duration::from_secs(10);
         p.signal_shutdown();
         assert_eq!(code(p.verdict("/readyz", true, later)), 500);
+        assert_eq!(code(p.verdict("/readyz/shutdown", true, later)), 500);
+        assert_eq!(
+            code(p.verdict("/readyz/etcd", true, later)),
+            200,
+            "one check alone: etcd is still reached"
+        );
         assert_eq!(
             code(p.verdict("/api/v1/pods", false, later)),
             200,
