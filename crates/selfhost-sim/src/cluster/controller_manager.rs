@@ -25,7 +25,7 @@ use super::process_table::ModelDecisions;
 use super::timings::SimTimings;
 use crate::controllers::daemonset::{self, DaemonSetView, FailedPodBackoff};
 use crate::controllers::kubelet::NODE_LEASE_NAMESPACE;
-use crate::controllers::node_lifecycle;
+use crate::controllers::{node_lifecycle, taints};
 use crate::resources::{CONTROLLERREVISIONS, DAEMONSETS, LEASES, NODES, PODS};
 use crate::store::{DeleteOptions, Subresource, meta};
 
@@ -154,12 +154,9 @@ impl ControllerManager {
     fn monitor_nodes(&self, p: &mut Process) -> Result<(), CallError> {
         let now = Timestamp::now();
         let config = self.timings.node_lifecycle;
-        let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
-        for pod in p.pods.values() {
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-                by_node.entry(node).or_default().push(pod.clone());
-            }
-        }
+        // Grouped only once a node needs its pods (a NoExecute taint, or lost): at rest no
+        // node does, and the pass costs a look at each node, not at each of the cluster's pods.
+        let mut by_node: Option<HashMap<&str, Vec<&Pod>>> = None;
         for node in p.nodes.values() {
             let name = node.metadata.name.clone().unwrap_or_default();
             let lease = p.leases.get(NODE_LEASE_NAMESPACE, &name);
@@ -176,7 +173,17 @@ impl ControllerManager {
                     n["spec"]["taints"] = taints;
                 })?;
             }
+            // Only a NoExecute taint evicts; a control-plane node's NoSchedule does not.
+            let evicting = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(taints::evicts));
+            if !evicting && !decision.mark_pods_not_ready {
+                continue;
+            }
             let on_node = by_node
+                .get_or_insert_with(|| pods_by_node(p.pods.values()))
                 .get(name.as_str())
                 .map(Vec::as_slice)
                 .unwrap_or_default();
@@ -299,4 +306,15 @@ fn delete_pod(api: &ClusterApi, pod: &Pod, grace: Option<i64>) -> Result<(), Cal
         ..DeleteOptions::default()
     };
     tolerate_gone(api.delete(&PODS, &r.namespace, &r.name, &options))
+}
+
+/// The pods bound to each node, by node name.
+fn pods_by_node<'a>(pods: impl Iterator<Item = &'a Pod>) -> HashMap<&'a str, Vec<&'a Pod>> {
+    let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
+    for pod in pods {
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            by_node.entry(node).or_default().push(pod);
+        }
+    }
+    by_node
 }

@@ -234,7 +234,7 @@ pub fn mark_pod_not_ready(pod: &Pod, now: Timestamp) -> Option<PodStatus> {
 /// ones that tolerate the taints only for a while.
 pub fn pods_to_evict<'a>(
     node: &Node,
-    pods: &'a [Pod],
+    pods: &[&'a Pod],
     now: Timestamp,
 ) -> (Vec<&'a Pod>, Option<Timestamp>) {
     let node_taints = node
@@ -244,7 +244,7 @@ pub fn pods_to_evict<'a>(
         .unwrap_or_default();
     let mut evict = Vec::new();
     let mut next = None;
-    for pod in pods
+    for &pod in pods
         .iter()
         .filter(|p| !objects::is_terminating(&p.metadata))
     {
@@ -416,7 +416,7 @@ mod tests {
             .on("w-1")
             .tolerate(taints::exists_toleration(key::UNREACHABLE, "NoExecute"))
             .build();
-        let pods = [plain, five_minutes, daemon];
+        let pods = [&plain, &five_minutes, &daemon];
         let (evict, next) = pods_to_evict(&n, &pods, t(101));
         let names: Vec<&str> = evict
             .iter()
