@@ -113,6 +113,15 @@ pub struct Cluster {
     observer: Observer,
 }
 
+/// The hops to a target ([`Cluster::chain`]), and the observation they were worked out from,
+/// which the first hop's plan reuses: the cluster's every node is listed once per plan.
+#[derive(Debug, Clone)]
+pub struct Chain {
+    /// In order; one unless the target is two or more minors ahead.
+    pub hops: Vec<Hop>,
+    observed: ClusterObservation,
+}
+
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
@@ -219,22 +228,22 @@ impl Cluster {
     /// # Errors
     /// The cluster could not be read, or the target not rendered.
     pub async fn plan(&mut self, request: &PlanRequest) -> Result<(Plan, Targets), Error> {
-        let (plan, targets, _) = self.plan_observing(request).await?;
+        let (plan, targets, _) = self.plan_observing(request, None).await?;
         Ok((plan, targets))
     }
 
-    /// [`Cluster::plan`], and the observation it was made from.
+    /// [`Cluster::plan`] from `observed` when given (else observed afresh), and the
+    /// observation it was made from.
     async fn plan_observing(
         &mut self,
         request: &PlanRequest,
+        observed: Option<ClusterObservation>,
     ) -> Result<(Plan, Targets, ClusterObservation), Error> {
-        let (mut plan, targets, observed) = make_plan(
-            &mut self.observer,
-            &self.clients.api,
-            request,
-            &RetryPolicy::default(),
-        )
-        .await?;
+        let policy = RetryPolicy::default();
+        let (mut plan, targets, observed) = match observed {
+            Some(observed) => plan_observed(observed, &self.clients.api, request, &policy).await?,
+            None => make_plan(&mut self.observer, &self.clients.api, request, &policy).await?,
+        };
         let agents = self.node_agents().await;
         let (nodes, pods) = agents.unwrap_or_default();
         // A warning at most: it never changes whether the plan proceeds.
@@ -258,23 +267,26 @@ impl Cluster {
         Ok((plan, targets, observed))
     }
 
-    /// The plan of a chained upgrade: the first hop's in full (as [`Cluster::plan`]), each
-    /// later hop judged by the checks its version decides ([`crate::plan::HOP_CHECKS`]) as
-    /// if the hops before it had run. `proceeds` says whether every hop may start.
+    /// The plan of `chain`: the first hop's in full (as [`Cluster::plan`], from the
+    /// observation the chain was worked out from), each later hop judged by the checks its
+    /// version decides ([`crate::plan::HOP_CHECKS`]) as if the hops before it had run.
+    /// `proceeds` says whether every hop may start.
     ///
     /// # Errors
     /// As [`Cluster::plan`].
     pub async fn plan_chain(
         &mut self,
         request: &PlanRequest,
-        chain: &[Hop],
+        chain: &Chain,
     ) -> Result<(Plan, Targets), Error> {
-        let Some((first, later)) = chain.split_first() else {
+        let Some((first, later)) = chain.hops.split_first() else {
             return self.plan(request).await;
         };
         let mut first_request = request.clone();
         first_request.version = first.to.clone();
-        let (mut plan, targets, observed) = self.plan_observing(&first_request).await?;
+        let (mut plan, targets, observed) = self
+            .plan_observing(&first_request, Some(chain.observed.clone()))
+            .await?;
         let mut hops = vec![HopPlan {
             hop: first.clone(),
             checks: plan.preflight.checks.clone(),
@@ -357,7 +369,7 @@ impl Cluster {
         via: &[KubeVersion],
         releases: &str,
         flags: SkewFlags,
-    ) -> Result<Vec<Hop>, Error> {
+    ) -> Result<Chain, Error> {
         let cluster = self
             .observer
             .cluster(&RetryPolicy::default())
@@ -378,7 +390,10 @@ impl Cluster {
             flags,
         });
         if !chainable(&skew.findings) {
-            return Ok(hops(&current, target, Vec::new()));
+            return Ok(Chain {
+                hops: hops(&current, target, Vec::new()),
+                observed: cluster,
+            });
         }
         let mut between = Vec::new();
         for minor in minors_between(current.minor_version(), target.minor_version()) {
@@ -396,7 +411,10 @@ impl Cluster {
                 }
             }
         }
-        Ok(hops(&current, target, between))
+        Ok(Chain {
+            hops: hops(&current, target, between),
+            observed: cluster,
+        })
     }
 
     /// Takes a snapshot of etcd into `dir` (`--etcd-snapshot`), before the first change.

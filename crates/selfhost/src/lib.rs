@@ -65,7 +65,7 @@ pub use checkpoint::install::{
 };
 pub use checkpoint::{CheckpointError, CheckpointOptions, CheckpointRound, NodeDisk};
 pub use client::{ClientArgs, ClientError, Clients, KubeconfigSource, RequestCount, connect_with};
-pub use cluster::{Cluster, Command};
+pub use cluster::{Chain, Cluster, Command};
 pub use cluster_view::{ClusterView, ViewTimeout};
 pub use config_file::{ConfigFile, ConfigFileError};
 pub use connect::ConnectError;

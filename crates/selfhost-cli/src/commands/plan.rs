@@ -74,12 +74,8 @@ pub async fn plan_hops(
             request.flags,
         )
         .await?;
-    let (plan, targets) = if chain.len() > 1 {
-        cluster.plan_chain(request, &chain).await?
-    } else {
-        cluster.plan(request).await?
-    };
-    Ok((plan, targets, chain))
+    let (plan, targets) = cluster.plan_chain(request, &chain).await?;
+    Ok((plan, targets, chain.hops))
 }
 
 /// The etcd flags with `endpoints`.

@@ -202,3 +202,42 @@ async fn a_chain_whose_patches_cannot_be_learnt_refuses_and_names_via() {
         text(&out)
     );
 }
+
+/// How many node lists `selfhost args…` made.
+async fn node_lists(sim: &SimCluster, args: &[&str]) -> u64 {
+    let lists = |snapshot: std::collections::BTreeMap<(String, String), u64>| {
+        snapshot
+            .get(&("list".to_string(), "nodes".to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let before = lists(sim.metrics().snapshot());
+    let out = crate::run_selfhost(sim.kubeconfig_path(), args, Duration::from_secs(120)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    lists(sim.metrics().snapshot()) - before
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_reads_every_node_once_in_pages_however_many_hops_it_has() {
+    let sim = crate::one_self_hosted_node().await;
+    let one_hop = ["plan", "v1.34.0"];
+    let three_hops = ["plan", "v1.36.2", "--via", "v1.34.2,v1.35.1"];
+    let small = node_lists(&sim, &one_hop).await;
+    selfhost_sim::bulk::load(
+        sim.store(),
+        &selfhost_sim::bulk::BulkLoad {
+            nodes: 1_200,
+            pods: 0,
+            namespaces: 1,
+            kubelet_version: "v1.33.1".into(),
+        },
+    )
+    .expect("bulk load");
+    // 1,201 nodes are three pages of 500 where one node was one page.
+    assert_eq!(node_lists(&sim, &one_hop).await, small + 2);
+    assert_eq!(
+        node_lists(&sim, &three_hops).await,
+        small + 2,
+        "working out the hops reads the nodes the plan reads"
+    );
+}
