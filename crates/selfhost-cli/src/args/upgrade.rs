@@ -31,7 +31,7 @@ pub struct UpgradeFlags {
     pub prepull: bool,
     /// A control-plane certificate expiring within this many days is a warning (an expired one
     /// always refuses).
-    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    #[arg(long, value_name = "DAYS", default_value_t = CERTIFICATE_WARNING_DAYS)]
     pub certificate_warning_days: u32,
     /// How to reach etcd itself.
     #[command(flatten)]
@@ -43,6 +43,64 @@ pub struct UpgradeFlags {
     /// The release index that names each minor's newest patch (`stable-1.NN.txt`).
     #[arg(long, value_name = "URL", default_value = selfhost::DEFAULT_RELEASES_URL)]
     pub releases_url: String,
+}
+
+/// kubeadm's etcd CA certificate.
+const ETCD_CA: &str = "/etc/kubernetes/pki/etcd/ca.crt";
+/// kubeadm's client certificate for the kube-apiserver to reach etcd, and its key.
+const ETCD_CERT: &str = "/etc/kubernetes/pki/apiserver-etcd-client.crt";
+const ETCD_KEY: &str = "/etc/kubernetes/pki/apiserver-etcd-client.key";
+/// `--certificate-warning-days` unless given.
+const CERTIFICATE_WARNING_DAYS: u32 = 30;
+
+impl UpgradeFlags {
+    /// The arguments that give again each of these flags that changes how an upgrade is
+    /// judged or the way it takes, so that the `apply` a plan suggests, or the run that
+    /// resumes one, is judged as it was and takes the same hops.
+    pub fn repeated(&self) -> Vec<String> {
+        let mut words = Vec::new();
+        for (on, flag) in [
+            (self.force, "--force"),
+            (self.accept_downtime, "--accept-downtime"),
+            (
+                self.allow_experimental_upgrades,
+                "--allow-experimental-upgrades",
+            ),
+            (
+                self.allow_release_candidate_upgrades,
+                "--allow-release-candidate-upgrades",
+            ),
+        ] {
+            if on {
+                words.push(flag.to_string());
+            }
+        }
+        if self.certificate_warning_days != CERTIFICATE_WARNING_DAYS {
+            words.push(format!(
+                "--certificate-warning-days {}",
+                self.certificate_warning_days
+            ));
+        }
+        if let Some(endpoints) = &self.etcd.etcd_endpoints {
+            words.push(format!("--etcd-endpoints {}", endpoints.join(",")));
+            for (flag, file, default) in [
+                ("--etcd-cacert", &self.etcd.etcd_cacert, ETCD_CA),
+                ("--etcd-cert", &self.etcd.etcd_cert, ETCD_CERT),
+                ("--etcd-key", &self.etcd.etcd_key, ETCD_KEY),
+            ] {
+                if file.as_path() != std::path::Path::new(default) {
+                    words.push(format!("{flag} {}", file.display()));
+                }
+            }
+        }
+        if !self.via.is_empty() {
+            words.push(format!("--via {}", self.via.join(",")));
+        }
+        if self.releases_url != selfhost::DEFAULT_RELEASES_URL {
+            words.push(format!("--releases-url {}", self.releases_url));
+        }
+        words
+    }
 }
 
 /// etcd as the kube-apiserver reaches it, for the `etcd` check's per-member health and version
@@ -57,21 +115,21 @@ pub struct EtcdFlags {
     #[arg(
         long,
         value_name = "FILE",
-        default_value = "/etc/kubernetes/pki/etcd/ca.crt"
+        default_value = ETCD_CA
     )]
     pub etcd_cacert: PathBuf,
     /// The client certificate etcd accepts (the kube-apiserver's).
     #[arg(
         long,
         value_name = "FILE",
-        default_value = "/etc/kubernetes/pki/apiserver-etcd-client.crt"
+        default_value = ETCD_CERT
     )]
     pub etcd_cert: PathBuf,
     /// Its key.
     #[arg(
         long,
         value_name = "FILE",
-        default_value = "/etc/kubernetes/pki/apiserver-etcd-client.key"
+        default_value = ETCD_KEY
     )]
     pub etcd_key: PathBuf,
 }
@@ -146,4 +204,53 @@ pub fn seconds_budget(text: &str) -> Result<Duration, String> {
                  or more, such as 2 or 0.5"
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+
+    fn repeated(line: &str) -> String {
+        let argv = std::iter::once("selfhost").chain(line.split_whitespace());
+        match Cli::try_parse_from(argv).expect("parses").command {
+            Command::Plan(plan) => plan.flags.repeated().join(" "),
+            other => panic!("not a plan: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_suggested_apply_is_judged_as_its_plan_was_and_takes_its_hops() {
+        let rows = [
+            ("plan v1.34.0", ""),
+            ("plan v1.34.0 --prepull --certificate-warning-days 30", ""),
+            (
+                "plan v1.34.0 --accept-downtime --force --certificate-warning-days 7",
+                "--force --accept-downtime --certificate-warning-days 7",
+            ),
+            (
+                "plan v1.34.0-rc.1 --allow-release-candidate-upgrades",
+                "--allow-release-candidate-upgrades",
+            ),
+            // Certificate files matter only when etcd is asked directly.
+            ("plan v1.34.0 --etcd-cert /tmp/c.crt", ""),
+            (
+                "plan v1.34.0 --etcd-endpoints https://10.0.0.1:2379,https://10.0.0.2:2379 \
+                 --etcd-key /tmp/c.key",
+                "--etcd-endpoints https://10.0.0.1:2379,https://10.0.0.2:2379 --etcd-key /tmp/c.key",
+            ),
+            (
+                "plan v1.36.2 --via v1.34.2,v1.35.1 --releases-url http://mirror/release",
+                "--via v1.34.2,v1.35.1 --releases-url http://mirror/release",
+            ),
+            (
+                "plan v1.36.2 --via v1.34.2 --via v1.35.1",
+                "--via v1.34.2,v1.35.1",
+            ),
+        ];
+        for (line, expected) in rows {
+            assert_eq!(repeated(line), expected, "{line}");
+        }
+    }
 }

@@ -16,29 +16,33 @@ use crate::ui;
 use super::running::{Running, Show};
 use super::trace::RunTrace;
 
+/// What follows the target in `selfhost apply <target>` as `plan` or `apply` was given it
+/// (empty, or each argument after a space): the configuration file and every flag that
+/// changes how the upgrade is judged or the way it takes.
+pub fn apply_options(
+    config: Option<&std::path::Path>,
+    flags: &crate::args::UpgradeFlags,
+) -> String {
+    let mut options = String::new();
+    if let Some(config) = config {
+        options.push_str(&format!(" --config {}", config.display()));
+    }
+    for word in flags.repeated() {
+        options.push(' ');
+        options.push_str(&word);
+    }
+    options
+}
+
 /// The command that continues this run, for messages.
 fn resume_command(args: &ApplyArgs) -> String {
-    let mut command = format!("selfhost apply {}", args.target);
-    if let Some(config) = &args.config {
-        command.push_str(&format!(" --config {}", config.display()));
-    }
-    for (on, flag) in [
-        (args.flags.force, "--force"),
-        (args.flags.accept_downtime, "--accept-downtime"),
-        (
-            args.flags.allow_experimental_upgrades,
-            "--allow-experimental-upgrades",
-        ),
-        (
-            args.flags.allow_release_candidate_upgrades,
-            "--allow-release-candidate-upgrades",
-        ),
-        (args.no_rollback, "--no-rollback"),
-    ] {
-        if on {
-            command.push(' ');
-            command.push_str(flag);
-        }
+    let mut command = format!(
+        "selfhost apply {}{}",
+        args.target,
+        apply_options(args.config.as_deref(), &args.flags)
+    );
+    if args.no_rollback {
+        command.push_str(" --no-rollback");
     }
     if let Some(seconds) = args.max_unavailable_seconds {
         command.push_str(&format!(
@@ -48,13 +52,6 @@ fn resume_command(args: &ApplyArgs) -> String {
     }
     if let Some(count) = args.max_failed_probes {
         command.push_str(&format!(" --max-failed-probes {count}"));
-    }
-    // A re-run must find the same hops.
-    if !args.flags.via.is_empty() {
-        command.push_str(&format!(" --via {}", args.flags.via.join(",")));
-    }
-    if args.flags.releases_url != selfhost::DEFAULT_RELEASES_URL {
-        command.push_str(&format!(" --releases-url {}", args.flags.releases_url));
     }
     command.push_str(" --yes");
     command
@@ -90,6 +87,7 @@ pub async fn run_traced(
     if !plan.proceeds {
         return refuse(
             &plan,
+            args,
             global,
             json,
             "preflight refused the upgrade; nothing was changed",
@@ -170,7 +168,7 @@ pub async fn run_traced(
                      this hop was changed",
                     hop.from
                 );
-                return refuse(&plan, global, json, &why);
+                return refuse(&plan, args, global, json, &why);
             }
         }
         if total > 1 {
@@ -280,12 +278,17 @@ pub async fn run_traced(
 /// Refuses with `plan` shown and `why` as the message; nothing was changed.
 fn refuse(
     plan: &selfhost::Plan,
+    args: &ApplyArgs,
     global: &GlobalArgs,
     json: bool,
     why: &str,
 ) -> Result<Outcome, CliError> {
     if !json {
-        ui::say(super::plan::render_text(plan, global.verbose > 0));
+        ui::say(super::plan::render_text(
+            plan,
+            global.verbose > 0,
+            &apply_options(args.config.as_deref(), &args.flags),
+        ));
     } else {
         ui::json_line(&serde_json::json!({"event": "refused", "plan": plan}))?;
     }

@@ -196,7 +196,7 @@ fn impact(api: &ApiImpact) -> String {
 /// `restart`, `lease`, `refused`) and the expected disruption in a few words, the template
 /// diffs; with
 /// `verbose`, what each check found and why each component's disruption is what it is.
-pub fn render_text(plan: &Plan, verbose: bool) -> String {
+pub fn render_text(plan: &Plan, verbose: bool, apply_options: &str) -> String {
     let mut out = String::new();
     if !plan.chain.is_empty() {
         out.push_str(&format!(
@@ -322,7 +322,7 @@ pub fn render_text(plan: &Plan, verbose: bool) -> String {
         .last()
         .map_or(plan.target_version.clone(), |h| h.hop.to.to_string());
     out.push_str(&if plan.proceeds {
-        format!("\napply would proceed: selfhost apply {target}\n")
+        format!("\napply would proceed: selfhost apply {target}{apply_options}\n")
     } else {
         let failed = plan
             .preflight
@@ -360,7 +360,11 @@ pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliErr
         result?;
     }
     let text = match global.output {
-        OutputFormat::Text => render_text(&plan, global.verbose > 0),
+        OutputFormat::Text => render_text(
+            &plan,
+            global.verbose > 0,
+            &super::apply::apply_options(args.config.as_deref(), &args.flags),
+        ),
         format => ui::structured(&plan, format)?,
     };
     ui::print(&text)?;

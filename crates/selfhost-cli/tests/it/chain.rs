@@ -97,7 +97,7 @@ async fn a_chained_upgrade_across_three_minors_killed_in_its_second_hop_finishes
         &format!("  1. v1.33.1 → v1.34.2 (the newest v1.34 patch, {index}/stable-1.34.txt)"),
         &format!("  2. v1.34.2 → v1.35.1 (the newest v1.35 patch, {index}/stable-1.35.txt)"),
         "  3. v1.35.1 → v1.36.2",
-        "apply would proceed: selfhost apply v1.36.2",
+        &format!("apply would proceed: selfhost apply v1.36.2 --releases-url {index}"),
     ] {
         assert!(said.lines().any(|l| l == line), "{line:?} in:\n{said}");
     }

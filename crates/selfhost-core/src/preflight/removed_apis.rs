@@ -133,14 +133,18 @@ pub(super) fn check(report: &mut Report, cluster: &ClusterObservation, target: &
         report.add(CheckId::RemovedApis, None, verdict, message, Some(fix));
     }
     if !found {
-        let removed = removed_between(current, target_minor).count();
+        let stored = match removed_between(current, target_minor).count() {
+            0 => format!("it removes none since {current}"),
+            1 => format!("the one version it removes since {current} holds no objects"),
+            n => format!("none of the {n} versions it removes since {current} holds objects"),
+        };
         report.add(
             CheckId::RemovedApis,
             None,
             Verdict::Pass,
             format!(
                 "no client requests an API version that {target_minor} no longer serves, and \
-                 none of the {removed} versions it removes since {current} holds objects"
+                 {stored}"
             ),
             None,
         );
@@ -233,13 +237,20 @@ mod tests {
             };
         let rows: Vec<Row> = vec![
             (
+                "a patch release removes nothing",
+                usage(Ok(vec![]), vec![]),
+                "v1.31.9",
+                false,
+                vec![(Verdict::Pass, "and it removes none since v1.31")],
+            ),
+            (
                 "nothing in use",
                 usage(Ok(vec![]), vec![]),
                 "v1.32.0",
                 false,
                 vec![(
                     Verdict::Pass,
-                    "none of the 1 versions it removes since v1.31",
+                    "the one version it removes since v1.31 holds no objects",
                 )],
             ),
             (
