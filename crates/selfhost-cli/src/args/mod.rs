@@ -8,7 +8,7 @@ use selfhost::KUBELET_KUBECONFIG;
 
 mod upgrade;
 
-pub use upgrade::{ApplyArgs, EtcdFlags, PlanArgs, UpgradeFlags};
+pub use upgrade::{ApplyArgs, EtcdFlags, PlanArgs, UpgradeFlags, apply_options};
 
 /// Upgrade a self-hosted Kubernetes control plane with no API downtime.
 #[derive(Debug, Parser)]

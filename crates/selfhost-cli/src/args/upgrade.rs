@@ -1,7 +1,7 @@
 //! The arguments of `plan` and `apply`: what an upgrade may do, how to reach etcd, and what
 //! `apply` adds (its deadline, rollback, availability budget, report and etcd snapshot).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
@@ -88,7 +88,7 @@ impl UpgradeFlags {
                 ("--etcd-cert", &self.etcd.etcd_cert, ETCD_CERT),
                 ("--etcd-key", &self.etcd.etcd_key, ETCD_KEY),
             ] {
-                if file.as_path() != std::path::Path::new(default) {
+                if file.as_path() != Path::new(default) {
                     words.push(format!("{flag} {}", file.display()));
                 }
             }
@@ -101,6 +101,21 @@ impl UpgradeFlags {
         }
         words
     }
+}
+
+/// What follows the target in `selfhost apply <target>` as `plan` or `apply` was given it
+/// (empty, or each argument after a space): the configuration file and every flag that
+/// changes how the upgrade is judged or the way it takes.
+pub fn apply_options(config: Option<&Path>, flags: &UpgradeFlags) -> String {
+    let mut options = String::new();
+    if let Some(config) = config {
+        options.push_str(&format!(" --config {}", config.display()));
+    }
+    for word in flags.repeated() {
+        options.push(' ');
+        options.push_str(&word);
+    }
+    options
 }
 
 /// etcd as the kube-apiserver reaches it, for the `etcd` check's per-member health and version

@@ -16,30 +16,12 @@ use crate::ui;
 use super::running::{Running, Show};
 use super::trace::RunTrace;
 
-/// What follows the target in `selfhost apply <target>` as `plan` or `apply` was given it
-/// (empty, or each argument after a space): the configuration file and every flag that
-/// changes how the upgrade is judged or the way it takes.
-pub fn apply_options(
-    config: Option<&std::path::Path>,
-    flags: &crate::args::UpgradeFlags,
-) -> String {
-    let mut options = String::new();
-    if let Some(config) = config {
-        options.push_str(&format!(" --config {}", config.display()));
-    }
-    for word in flags.repeated() {
-        options.push(' ');
-        options.push_str(&word);
-    }
-    options
-}
-
 /// The command that continues this run, for messages.
 fn resume_command(args: &ApplyArgs) -> String {
     let mut command = format!(
         "selfhost apply {}{}",
         args.target,
-        apply_options(args.config.as_deref(), &args.flags)
+        crate::args::apply_options(args.config.as_deref(), &args.flags)
     );
     if args.no_rollback {
         command.push_str(" --no-rollback");
@@ -287,7 +269,7 @@ fn refuse(
         ui::say(super::plan::render_text(
             plan,
             global.verbose > 0,
-            &apply_options(args.config.as_deref(), &args.flags),
+            &crate::args::apply_options(args.config.as_deref(), &args.flags),
         ));
     } else {
         ui::json_line(&serde_json::json!({"event": "refused", "plan": plan}))?;

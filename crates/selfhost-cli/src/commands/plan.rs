@@ -363,7 +363,7 @@ pub async fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Outcome, CliErr
         OutputFormat::Text => render_text(
             &plan,
             global.verbose > 0,
-            &super::apply::apply_options(args.config.as_deref(), &args.flags),
+            &crate::args::apply_options(args.config.as_deref(), &args.flags),
         ),
         format => ui::structured(&plan, format)?,
     };
