@@ -278,7 +278,7 @@ impl ClusterView {
         self.last_error.lock().ok().and_then(|e| e.clone())
     }
 
-    fn timeout(&self, what: &str, waited: Duration) -> ViewTimeout {
+    pub(crate) fn timeout(&self, what: &str, waited: Duration) -> ViewTimeout {
         ViewTimeout {
             what: what.to_string(),
             waited,

@@ -99,6 +99,8 @@ pub struct LeaseWatch {
     tracker: Arc<Mutex<IdentityTracker>>,
     recorder: Arc<Mutex<Recorder>>,
     changed: Arc<Notify>,
+    /// Whether the watch has listed the Leases once: from then on it sees every change.
+    listed: tokio::sync::watch::Receiver<bool>,
     task: JoinHandle<()>,
 }
 
@@ -115,6 +117,7 @@ impl LeaseWatch {
         let tracker = Arc::new(Mutex::new(IdentityTracker::default()));
         let recorder = Arc::new(Mutex::new(Recorder::default()));
         let changed = Arc::new(Notify::new());
+        let (listed_tx, listed) = tokio::sync::watch::channel(false);
         let api: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
         let task = tokio::spawn({
             let (tracker, recorder) = (Arc::clone(&tracker), Arc::clone(&recorder));
@@ -127,6 +130,10 @@ impl LeaseWatch {
                     let lease = match event {
                         Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
                             lease
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            listed_tx.send_replace(true);
+                            continue;
                         }
                         Ok(_) => continue,
                         Err(error) => {
@@ -155,8 +162,16 @@ impl LeaseWatch {
             tracker,
             recorder,
             changed,
+            listed,
             task,
         }
+    }
+
+    /// Resolves once the watch has listed the Leases, so that every later hand-over is seen.
+    pub async fn listed(&self) {
+        let mut listed = self.listed.clone();
+        // An error means the watch task ended (aborted with the run): nothing more to wait for.
+        let _ = listed.wait_for(|done| *done).await;
     }
 
     /// Records Leases seen elsewhere (the view's cache) and returns the identity sightings at

@@ -172,9 +172,18 @@ impl Observer {
         }
     }
 
-    /// Waits until the watches have listed everything once.
+    /// Waits until the watches have listed everything once, the identity Leases' own watch
+    /// included (a hand-over before it lists is not seen).
     pub async fn ready(&self, timeout: Duration) -> Result<(), ViewTimeout> {
-        self.view.ready(timeout).await
+        let started = Instant::now();
+        self.view.ready(timeout).await?;
+        let left = timeout.saturating_sub(started.elapsed());
+        tokio::time::timeout(left, self.leases.listed())
+            .await
+            .map_err(|_| {
+                self.view
+                    .timeout("the first list of the identity Leases", timeout)
+            })
     }
 
     /// The latest probe's answer, with when it was sent.

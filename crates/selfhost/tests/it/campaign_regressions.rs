@@ -104,26 +104,25 @@ async fn a_holder_overwritten_before_the_observation_is_still_seen() {
         .replace(name, &post, &lease("old", taken.metadata.resource_version))
         .await
         .unwrap();
-    let last = back.metadata.resource_version.unwrap();
+    assert_ne!(back.metadata.resource_version, None);
+    // Every snapshot from now on shows the old holder; the new one is known only to a watcher
+    // that saw each change.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !observer
-        .view
-        .leases
-        .state()
-        .iter()
-        .any(|l| l.metadata.resource_version.as_deref() == Some(last.as_str()))
-    {
-        assert!(Instant::now() < deadline, "the watch delivers");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let seen = |observation: &selfhost_core::observation::Observation| {
+        observation
+            .identity_leases
+            .iter()
+            .find(|s| s.holder == format!("{name}_new"))
+            .cloned()
+    };
+    let mut observation = observer.observe(Component::ApiServer).await;
+    while seen(&observation).is_none() && Instant::now() < deadline {
+        observer.next_change(deadline).await;
+        observation = observer.observe(Component::ApiServer).await;
     }
-
-    let observation = observer.observe(Component::ApiServer).await;
-    let new = observation
-        .identity_leases
-        .iter()
-        .find(|s| s.holder == format!("{name}_new"));
+    let new = seen(&observation);
     assert!(
-        new.is_some_and(|s| s.holder_since.is_some()),
+        new.as_ref().is_some_and(|s| s.holder_since.is_some()),
         "the new process is seen taking the Lease over: {:?}",
         observation.identity_leases
     );
