@@ -1,9 +1,9 @@
 //! Scale benchmark: the real `selfhost` binary, spawned as a user runs it, doing `status`,
 //! `plan <next>` and a plan three minors ahead (three hops) against a simulated self-hosted
 //! cluster — first as it starts (one control-plane node), then holding 5,000 more nodes and
-//! 100,000 pods outside kube-system — with its peak memory (`VmHWM` of /proc/PID/status), its latency and the API requests it
-//! made, side by side. The tool must not list what it does not need: its memory and its pod
-//! requests must not grow with the cluster.
+//! 100,000 pods outside kube-system — with its peak memory (`VmHWM` of /proc/PID/status), its
+//! latency and the API requests it made, side by side. The tool must not list what it does not
+//! need: its memory and its pod requests must not grow with the cluster.
 //!
 //! Not a test. Build the binary with the same profile first, then run:
 //! `cargo build -p selfhost-cli --profile dev && cargo bench -p selfhost --bench scale --profile dev`
